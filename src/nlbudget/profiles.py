@@ -1,0 +1,109 @@
+"""The three scales every chapter runs at, and validation of papermill parameters.
+
+`smoke` takes seconds (tests), `ci` is the default book build (minutes on 2 CPU cores),
+`paper` uses the papers' models and corpora (GPU and Hugging Face hub).
+Every notebook's `parameters` cell holds `profile`, `seed`, `results_dir` and optional
+overrides of its chapter's settings (`None` = the profile's value); the next cell calls
+`validate`, which fails at once, naming the valid choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PROFILES = ("smoke", "ci", "paper")
+RUN_PARAMETERS = ("profile", "seed", "results_dir")
+
+
+class ParameterError(ValueError):
+    """A bad notebook parameter; the message names what is valid."""
+
+
+@dataclass(frozen=True)
+class Chapter:
+    key: str  # "01"
+    stem: str  # "01_gated_mlp_symmetry", also the results file name
+    part: str  # "I" .. "IV"
+    title: str
+    settings: dict[str, dict] = field(default_factory=dict)  # profile -> settings
+
+
+CHAPTERS: dict[str, Chapter] = {
+    c.key: c
+    for c in [
+        Chapter(
+            "01",
+            "01_gated_mlp_symmetry",
+            "I",
+            "Gated MLPs as symmetry-broken rank-1 bilinear attention",
+            {
+                "smoke": dict(n_inputs=64, d_model=8, d_hidden=16, n_alpha=9, rank=2),
+                "ci": dict(n_inputs=4096, d_model=64, d_hidden=256, n_alpha=61, rank=4),
+                "paper": dict(n_inputs=16384, d_model=576, d_hidden=1536, n_alpha=121, rank=4),
+            },
+        ),
+    ]
+}
+
+
+def chapter(key: str) -> Chapter:
+    """Look a chapter up by number ("01", "1") or stem."""
+    k = str(key)
+    for c in CHAPTERS.values():
+        if k in (c.key, c.stem) or (k.isdigit() and int(k) == int(c.key)):
+            return c
+    valid = ", ".join(f"{c.key} ({c.stem})" for c in CHAPTERS.values())
+    raise ParameterError(f"unknown chapter {key!r}; valid chapters: {valid}")
+
+
+def _check_type(name: str, value, default):
+    if isinstance(default, bool) or isinstance(value, bool):
+        ok = isinstance(value, bool) and isinstance(default, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float))
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise ParameterError(
+            f"parameter {name}={value!r} must be of type {type(default).__name__} "
+            f"(profile default: {default!r})"
+        )
+    if isinstance(default, (int, float)) and not isinstance(default, bool) and value <= 0:
+        raise ParameterError(f"parameter {name}={value!r} must be positive")
+
+
+def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | None = None,
+             **overrides) -> dict:
+    """Return the chapter's settings for `profile`, with `seed` and valid overrides applied.
+
+    Raises ParameterError for an unknown profile, a seed that is not a non-negative integer,
+    an unknown parameter name, or an override of the wrong type.
+    """
+    ch = chapter(key)
+    if profile not in PROFILES:
+        raise ParameterError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    settings = dict(ch.settings[profile])
+    unknown = sorted(set(overrides) - set(settings))
+    if unknown:
+        valid = ", ".join([*RUN_PARAMETERS, *settings])
+        raise ParameterError(
+            f"unknown parameter(s) {', '.join(unknown)} for chapter {ch.stem}; valid: {valid}"
+        )
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        _check_type(name, value, settings[name])
+        settings[name] = value
+    return {"chapter": ch.stem, "profile": profile, "seed": seed, **settings}
+
+
+def parse_seed(text: str) -> int:
+    """A seed given on the command line."""
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise ParameterError(f"seed must be a non-negative integer, got {text!r}") from None

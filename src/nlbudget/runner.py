@@ -1,0 +1,82 @@
+"""Execute a chapter notebook with papermill, after checking its parameters."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+
+from . import paths, profiles
+from .profiles import ParameterError
+
+
+def notebook_path(key: str) -> Path:
+    ch = profiles.chapter(key)
+    p = paths.repo_root() / "notebooks" / f"{ch.stem}.ipynb"
+    if not p.is_file():
+        raise ParameterError(f"chapter {ch.stem} has no notebook at {p}")
+    return p
+
+
+def available_chapters() -> list[str]:
+    """Keys of the chapters whose notebook exists, in book order."""
+    nb = paths.repo_root() / "notebooks"
+    return [k for k, c in profiles.CHAPTERS.items() if (nb / f"{c.stem}.ipynb").is_file()]
+
+
+def check_parameters(key: str, parameters: dict) -> dict:
+    """Reject names the notebook's `parameters` cell does not declare, then validate values
+    through `profiles.validate`. Returns the resolved settings."""
+    import papermill as pm
+
+    declared = pm.inspect_notebook(str(notebook_path(key)))
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)} for chapter "
+                             f"{profiles.chapter(key).stem}; valid: {', '.join(declared)}")
+    return profiles.validate(key, **parameters)
+
+
+def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | None = None,
+        results_dir: str | Path | None = None, build_dir: str | Path | None = None,
+        timeout: int = 3600) -> Path:
+    """Execute chapter `key` at `profile` into `<build>/<profile>/chapters/<stem>.ipynb`.
+
+    The notebook writes its own results file (`<results_dir>/<profile>/<stem>.json`) in its
+    last cell, so a failed run leaves the previous results file as it was.
+    """
+    import papermill as pm
+
+    if isinstance(seed, str):
+        seed = profiles.parse_seed(seed)
+    params = {"profile": profile, "seed": seed, **(parameters or {})}
+    check_parameters(key, params)  # fails before anything runs or is written
+    params["results_dir"] = str(Path(results_dir or paths.results_dir()).resolve())
+    ch = profiles.chapter(key)
+    src = notebook_path(key)
+    out_dir = Path(build_dir or paths.build_dir()) / profile / "chapters"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{ch.stem}.ipynb"
+    tmp = out_dir / f".{ch.stem}.running.ipynb"
+    quiet = bool(os.environ.get("CI")) or not sys.stderr.isatty()
+    env_root = os.environ.get("NLBUDGET_ROOT")
+    os.environ["NLBUDGET_ROOT"] = str(paths.repo_root())  # the kernel finds the same checkout
+    try:
+        pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name="python3",
+                            cwd=str(src.parent), execution_timeout=timeout,
+                            progress_bar=not quiet, log_output=False)
+    finally:
+        if env_root is None:
+            os.environ.pop("NLBUDGET_ROOT", None)
+        else:
+            os.environ["NLBUDGET_ROOT"] = env_root
+    nb = nbformat.read(tmp, as_version=4)
+    for cell in nb.cells:  # hide papermill's injected parameters in the book
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "hide-cell" not in tags:
+            tags.append("hide-cell")
+    nbformat.write(nb, tmp)
+    tmp.replace(out)
+    return out

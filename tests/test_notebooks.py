@@ -1,0 +1,140 @@
+"""Every chapter: stored clean, parameterised, executed at the smoke profile through
+papermill, writing a valid results file; then the book builds with warnings as errors."""
+
+import ast
+import json
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+import yaml
+
+from nlbudget import book, paths, profiles, results, runner
+
+NOTEBOOKS = sorted((paths.repo_root() / "notebooks").glob("*.ipynb"))
+KEYS = runner.available_chapters()
+
+
+def test_every_registered_chapter_is_found():
+    assert NOTEBOOKS and len(KEYS) == len(NOTEBOOKS)
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_stored_clean_and_parameterised(nb_path):
+    nb = nbformat.read(nb_path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), "strip outputs"
+    params = [i for i, c in enumerate(code) if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, "exactly one cell tagged 'parameters'"
+    tree = ast.parse(code[params[0]].source)
+    names = []
+    for stmt in tree.body:  # literals only, so papermill can override any of them
+        assert isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant), \
+            ast.unparse(stmt)
+        names.append(stmt.targets[0].id)
+    assert names[:3] == ["profile", "seed", "results_dir"]
+    ch = profiles.chapter(nb_path.stem)
+    assert set(names[3:]) == set(ch.settings["ci"]), "parameters cell = the chapter's settings"
+    assert "profiles.validate(" in code[params[0] + 1].source, "validate in the next cell"
+
+
+def test_toc_lists_every_chapter():
+    toc = yaml.safe_load((paths.repo_root() / "book" / "_toc.yml").read_text())
+    files = {ch["file"] for part in toc["parts"] for ch in part["chapters"]}
+    assert {f"notebooks/{p.stem}" for p in NOTEBOOKS} <= files
+
+
+# ---------------------------------------------------------------- execution (smoke)
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory):
+    root = tmp_path_factory.mktemp("smoke")
+    res, bld = root / "results", root / "build"
+    timings = {}
+    for key in KEYS:
+        t = time.perf_counter()
+        runner.run(key, profile="smoke", seed=0, results_dir=res, build_dir=bld, timeout=600)
+        timings[key] = time.perf_counter() - t
+    print("\nsmoke chapter times (s):", {k: round(v, 1) for k, v in timings.items()})
+    return res, bld
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("key", KEYS)
+def test_chapter_writes_valid_results(smoke, key):
+    res, bld = smoke
+    stem = profiles.chapter(key).stem
+    assert (bld / "smoke" / "chapters" / f"{stem}.ipynb").is_file()
+    doc = results.read(stem, "smoke", res)
+    assert doc["profile"] == "smoke" and doc["seed"] == 0 and doc["chapter"] == stem
+    assert doc["parameters"] == profiles.validate(key, profile="smoke", seed=0)
+    assert doc["environment"]["git"]["commit"] and doc["environment"]["packages"]["torch"]
+    registry = {r["id"]: r for r in results.claims_registry()}
+    assert doc["claims"], "every chapter feeds the ledger"
+    for c in doc["claims"]:
+        assert c["id"] in registry and registry[c["id"]]["chapter"] == key
+        assert c["verdict"] in results.VERDICTS and c["measured"]
+
+
+@pytest.mark.notebooks
+def test_part1_verdicts_at_smoke(smoke):
+    doc = results.read("01_gated_mlp_symmetry", "smoke", smoke[0])
+    verdicts = {c["id"]: c["verdict"] for c in doc["claims"]}
+    assert set(verdicts.values()) == {"reproduced"}, verdicts
+    f = doc["figures"]
+    assert f["exchange_error_gated"]["linear"] < 1e-12 < f["exchange_error_gated"]["silu"]
+
+
+@pytest.mark.notebooks
+def test_rerun_gives_identical_figures(smoke, tmp_path):
+    res, _ = smoke
+    runner.run("01", profile="smoke", seed=0, results_dir=tmp_path / "r", build_dir=tmp_path / "b")
+    a = results.read("01_gated_mlp_symmetry", "smoke", res)
+    b = results.read("01_gated_mlp_symmetry", "smoke", tmp_path / "r")
+    assert json.dumps(a["figures"], sort_keys=True) == json.dumps(b["figures"], sort_keys=True)
+    assert a["claims"] == b["claims"]
+
+
+@pytest.mark.notebooks
+def test_book_builds_with_warnings_as_errors(smoke):
+    res, bld = smoke
+    index = book.build("smoke", run=False, build_dir=bld, results_dir=res)
+    html = index.parent
+    assert index.is_file()
+    for p in NOTEBOOKS:
+        page = (html / "notebooks" / f"{p.stem}.html").read_text()
+        assert "cell_output" in page  # executed, with outputs
+    part1 = (html / "notebooks" / "01_gated_mlp_symmetry.html").read_text()
+    assert "Exchange symmetry holds iff" in part1 and "<img" in part1  # the plot
+    ledger = (html / "ledger.html").read_text()
+    assert "P1.exchange-iff-linear" in ledger and "not run" in ledger
+    assert "_static/mathjax" in part1  # math is served offline
+
+
+# ---------------------------------------------------------------- bad parameters
+
+@pytest.mark.parametrize("args,message", [
+    (["--profile", "nonsense"], "valid profiles: smoke, ci, paper"),
+    (["--seed", "abc"], "seed must be a non-negative integer"),
+    (["--seed", "1.5"], "seed must be a non-negative integer"),
+    (["-p", "bogus=1"], "valid: profile, seed, results_dir"),
+    (["-p", "n_inputs='lots'"], "must be of type int"),
+])
+def test_bad_run_fails_at_once_and_writes_nothing(tmp_path, capsys, args, message):
+    from nlbudget import cli
+
+    t = time.perf_counter()
+    rc = cli.main(["run", "01", "--results-dir", str(tmp_path / "r"),
+                   "--build-dir", str(tmp_path / "b"), *args])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+    assert time.perf_counter() - t < 10  # no kernel was started
+    assert not (tmp_path / "r").exists() and not (tmp_path / "b").exists()
+
+
+def test_cli_entry_point(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "nlbudget.cli", "run", "01", "--profile", "nope",
+                        "--results-dir", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "valid profiles" in r.stderr

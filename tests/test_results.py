@@ -1,0 +1,97 @@
+import csv
+import json
+import os
+
+import pytest
+
+from nlbudget import profiles, results
+from nlbudget.results import Claim
+
+
+def _settings(profile="smoke"):
+    return profiles.validate("01", profile=profile, seed=0)
+
+
+def test_write_and_read_round_trip(tmp_path):
+    claims = [Claim("P1.kv-memory", "paper", "measured", "reproduced")]
+    p = results.write_chapter(_settings(), {"x": 1.23456789, "y": [0.1, 2]}, claims, tmp_path)
+    assert p == tmp_path / "smoke" / "01_gated_mlp_symmetry.json"
+    doc = results.read("01_gated_mlp_symmetry", "smoke", tmp_path)
+    assert doc["figures"] == {"x": 1.23457, "y": [0.1, 2]}
+    assert doc["seed"] == 0 and doc["parameters"]["profile"] == "smoke"
+    assert doc["environment"]["packages"]["torch"]
+    assert "commit" in doc["environment"]["git"]
+    assert doc["claims"][0]["verdict"] == "reproduced"
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "r.json"
+    results.atomic_write_text(target, "old")
+
+    def boom(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)  # fails after the new text is half-way to disk
+    with pytest.raises(OSError, match="disk full"):
+        results.atomic_write_text(target, "new" * 1000)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
+
+
+def test_failed_serialisation_writes_nothing(tmp_path):
+    with pytest.raises(TypeError):
+        results.write_chapter(_settings(), {"bad": object()}, [], tmp_path)
+    assert not (tmp_path / "smoke").exists()
+
+
+def test_nan_is_rejected(tmp_path):
+    with pytest.raises(ValueError):
+        results.write_chapter(_settings(), {"bad": float("nan")}, [], tmp_path)
+    assert not (tmp_path / "smoke" / "01_gated_mlp_symmetry.json").exists()
+
+
+def test_verdict_must_be_known():
+    with pytest.raises(ValueError, match="not one of"):
+        Claim("P1.kv-memory", "p", "m", "sort of")
+
+
+def test_round_floats_is_stable():
+    assert results.round_floats({"a": [1 / 3, 2e-17, 0.0]}) == {"a": [0.333333, 2e-17, 0.0]}
+
+
+def test_registry_has_unique_ids_and_known_parts():
+    rows = results.claims_registry()
+    assert len(rows) >= 30
+    assert {r["part"] for r in rows} == {"I", "II", "III", "IV"}
+
+
+def test_ledger_marks_missing_claims_not_run(tmp_path):
+    results.write_chapter(_settings(), {}, [Claim("P1.rank1", "p", "yes", "reproduced")], tmp_path)
+    rows = {r["id"]: r for r in results.ledger("smoke", tmp_path)}
+    assert rows["P1.rank1"]["verdict"] == "reproduced"
+    assert rows["P1.rank1"]["measured"] == "yes"
+    assert rows["P3.gate-routing"]["verdict"] == "not run"
+
+
+def test_ledger_shows_paper_profile_beside(tmp_path):
+    results.write_chapter(_settings("paper"), {}, [Claim("P1.rank1", "p", "big", "partly")], tmp_path)
+    rows = {r["id"]: r for r in results.ledger("smoke", tmp_path)}
+    assert rows["P1.rank1"]["verdict"] == "not run"
+    assert rows["P1.rank1"]["measured_paper_profile"] == "big"
+
+
+def test_ledger_rejects_unregistered_claim(tmp_path):
+    results.write_chapter(_settings(), {}, [Claim("P9.made-up", "p", "m", "partly")], tmp_path)
+    with pytest.raises(ValueError, match="not in data/claims.csv"):
+        results.ledger("smoke", tmp_path)
+
+
+def test_duplicate_registry_ids_rejected(tmp_path):
+    p = tmp_path / "claims.csv"
+    with open(p, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "part", "chapter", "claim", "paper"])
+        w.writerow(["A", "I", "01", "c", "p"])
+        w.writerow(["A", "I", "01", "c", "p"])
+    with pytest.raises(ValueError, match="duplicate"):
+        results.claims_registry(p)
