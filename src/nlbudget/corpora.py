@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -186,6 +187,8 @@ def _pydocs_paragraphs(cache: Path) -> tuple[list[str], str]:
     paras = []
     for f in sorted(root.rglob("*.rst.txt")):
         paras.extend(clean_rest(f.read_text(encoding="utf-8", errors="replace")))
+    if origin.startswith("Debian package"):
+        shutil.rmtree(cache / "python3.11-doc")  # only the cleaned paragraphs are kept
     return paras, origin
 
 

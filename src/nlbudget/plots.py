@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import numpy as np
 
 #: One colour per activation / model, the same on every page.
 COLORS = {"relu": "#1b6ca8", "gelu": "#d1495b", "silu": "#edae49", "linear": "#66a182",
@@ -24,9 +25,14 @@ def symmetry_breaking(alphas, inverse_errors: dict, exchange_errors: dict):
     """Left: relative output change of the gated form under q → αq, k → k/α, per activation
     (and the symmetric form); right: the same under exchange q ↔ k."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), gridspec_kw={"width_ratios": [2.2, 1]})
+    alphas = np.asarray(alphas, dtype=float)
+    neg = alphas < 0  # draw α < 0 and α > 0 as separate pieces: α = 0 is not a scaling
     for name, errs in inverse_errors.items():
-        ax1.plot(alphas, errs, label=name, color=COLORS.get(name), lw=1.8,
-                 ls="--" if name == "symmetric" else "-")
+        errs = np.asarray(errs, dtype=float)
+        style = dict(color=COLORS.get(name), lw=1.8, ls="--" if name == "symmetric" else "-")
+        ax1.plot(alphas[neg], errs[neg], label=name, **style)
+        ax1.plot(alphas[~neg], errs[~neg], **style)
+    ax1.set_xscale("symlog", linthresh=0.25)
     ax1.axvline(0, color="k", lw=0.5)
     ax1.set_xlabel("scale α  (q → αq, k → k/α)")
     ax1.set_ylabel("relative output change")

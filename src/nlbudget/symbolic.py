@@ -36,10 +36,19 @@ class Identity:
     lhs: sp.Basic
     rhs: sp.Basic
     holds: bool
-    steps: list = field(default_factory=list)  # (text, sympy expr) pairs for the chapter
+    steps: list = field(default_factory=list)  # (text, LaTeX) pairs for the chapter
 
     def latex(self) -> str:
-        return rf"{sp.latex(self.lhs)} = {sp.latex(self.rhs)}"
+        """lhs over = rhs, row vectors shown as columns, so that both fit a page."""
+        def col(e):
+            return sp.latex(e.T if isinstance(e, sp.MatrixBase) and e.rows == 1 else e)
+        return rf"\begin{{aligned}} & {col(self.lhs)} \\ = & {col(self.rhs)} \end{{aligned}}"
+
+
+def steps_latex(steps) -> str:
+    """A proof's steps as one aligned display: text on the left, the statement on the right."""
+    rows = [rf"&\text{{{text}:}} && {tex}" for text, tex in steps]
+    return r"\begin{aligned}" + r" \\ ".join(rows) + r"\end{aligned}"
 
 
 def _is_zero(expr) -> bool:
@@ -76,7 +85,7 @@ def static_query_absorbed(d: int = 3, n: int = 2) -> Identity:
     lhs = _apply(sigma, x * Q * K.T)
     rhs = _apply(sigma, x * K_absorbed.T)
     return Identity("static-query", lhs, rhs, _is_zero(lhs - rhs),
-                    steps=[("K' = K Q^T", K_absorbed)])
+                    steps=[("absorbed keys", rf"K' = K Q^\top = {sp.latex(K_absorbed)}")])
 
 
 def rank1_bilinear(d: int = 3, n: int = 2) -> Identity:
@@ -102,16 +111,17 @@ def exchange_iff_linear() -> Identity:
     (⇒) put b = 1: σ(a) = σ(1)·a, so c = σ(1).  (⇐) c·a·b − c·b·a = 0.
     """
     condition = sp.Eq(sigma(a) * b, sigma(b) * a)
-    at_b1 = condition.subs(b, 1)
-    solved = sp.solve(at_b1, sigma(a))  # [a*sigma(1)]
+    at_b1 = condition.subs(b, 1)  # sympy: sigma(a) = a*sigma(1)
+    solved = sp.solve(at_b1, sigma(a))
     forward = len(solved) == 1 and sp.simplify(solved[0] - a * sigma(1)) == 0
     linear = ACTIVATIONS["linear"]
     backward = _is_zero(linear.subs(z, a) * b - linear.subs(z, b) * a)
     steps = [
-        ("condition for all a, b", condition),
-        ("set b = 1", at_b1),
-        ("solve for σ(a)", sp.Eq(sigma(a), solved[0])),
-        ("conversely, σ(z) = c z gives", sp.Eq(linear.subs(z, a) * b - linear.subs(z, b) * a, 0)),
+        ("for all a, b", sp.latex(condition)),
+        ("put b = 1", sp.latex(sp.Eq(sigma(a), solved[0]))),
+        ("so with c = σ(1)", r"\sigma(z) = c\,z"),
+        ("conversely", r"c\,a\,b - c\,b\,a = 0 \quad (\text{sympy: }"
+         + sp.latex(sp.simplify(linear.subs(z, a) * b - linear.subs(z, b) * a)) + ")"),
     ]
     return Identity("exchange-iff-linear", sigma(a), a * sigma(1), forward and backward, steps)
 
@@ -146,8 +156,9 @@ def inverse_scaling_condition() -> list:
     """σ(αa)·(b/α) = σ(a)·b for all a, b  ⇔  σ(αa) = α·σ(a) (put b = 1): 1-homogeneity at α."""
     condition = sp.Eq(sigma(alpha * a) * b / alpha, sigma(a) * b)
     at_b1 = condition.subs(b, 1)
-    return [("condition for all a, b", condition), ("set b = 1", at_b1),
-            ("equivalently", sp.Eq(sigma(alpha * a), sp.solve(at_b1, sigma(alpha * a))[0]))]
+    return [("for all a, b", sp.latex(condition)), ("put b = 1", sp.latex(at_b1)),
+            ("equivalently", sp.latex(sp.Eq(sigma(alpha * a),
+                                            sp.solve(at_b1, sigma(alpha * a))[0])))]
 
 
 def inverse_scaling_holds(name: str, alpha_sign: str) -> bool:
