@@ -1,0 +1,144 @@
+"""Where the MLPs are, and recording their inputs and outputs.
+
+Three layouts of `transformers` models are known: GPT-2 (`transformer.h[i].mlp`, sequential
+residual), GPT-NeoX/Pythia (`gpt_neox.layers[i].mlp`, parallel residual) and Llama/SmolLM2
+(`model.layers[i].mlp`, gated SiLU MLP). Activations are addressed by stable names,
+`layers.7.mlp.in` and `layers.7.mlp.out` (the MLP's own input, after the pre-MLP norm).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How to drive one model family block by block (used for prefix reuse)."""
+
+    family: str
+    body: Callable  # model -> the module holding the blocks
+    blocks_attr: str
+    embed: Callable  # (model, ids) -> (hidden (B,T,d), block kwargs)
+    head: Callable  # (model, hidden) -> logits
+
+
+def _positions(ids):
+    return torch.arange(ids.shape[1], device=ids.device)[None].expand(ids.shape[0], -1)
+
+
+def _gpt2_embed(model, ids):
+    t = model.transformer
+    return t.wte(ids) + t.wpe(_positions(ids)), {"attention_mask": None}
+
+
+def _rotary_embed(body, embed):
+    def f(model, ids):
+        b = body(model)
+        h = getattr(b, embed)(ids)
+        pos = _positions(ids)
+        return h, {"attention_mask": None, "position_ids": pos,
+                   "position_embeddings": b.rotary_emb(h, pos)}
+    return f
+
+
+LAYOUTS = {
+    "gpt2": Layout("gpt2", lambda m: m.transformer, "h", _gpt2_embed,
+                   lambda m, h: m.get_output_embeddings()(m.transformer.ln_f(h))),
+    "gpt_neox": Layout("gpt_neox", lambda m: m.gpt_neox, "layers",
+                       _rotary_embed(lambda m: m.gpt_neox, "embed_in"),
+                       lambda m, h: m.get_output_embeddings()(m.gpt_neox.final_layer_norm(h))),
+    "llama": Layout("llama", lambda m: m.model, "layers",
+                    _rotary_embed(lambda m: m.model, "embed_tokens"),
+                    lambda m, h: m.get_output_embeddings()(m.model.norm(h))),
+}
+
+
+def layout(model) -> Layout:
+    kind = model.config.model_type
+    if kind not in LAYOUTS:
+        raise ValueError(f"unsupported model type {kind!r}; known: {', '.join(LAYOUTS)}")
+    return LAYOUTS[kind]
+
+
+def blocks(model) -> nn.ModuleList:
+    lay = layout(model)
+    return getattr(lay.body(model), lay.blocks_attr)
+
+
+def mlps(model) -> list[nn.Module]:
+    """The MLP module of every layer, in order."""
+    return [b.mlp for b in blocks(model)]
+
+
+class MLPCapture:
+    """Record the input and output of chosen MLPs, all layers in one forward sweep.
+
+    >>> with MLPCapture(model, max_tokens=10_000) as cap:
+    ...     model(ids)
+    >>> cap["layers.3.mlp.in"].shape   # (n_tokens, d)
+
+    Buffers are preallocated (`max_tokens` rows per layer); tokens beyond that are not
+    recorded. `keep` is an optional (B, T) boolean mask of positions to record for the next
+    forward (e.g. to leave out position 0). Hooks are removed on exit, leaving the model as it
+    was.
+    """
+
+    def __init__(self, model, layers=None, max_tokens: int = 10_000,
+                 dtype: torch.dtype = torch.float32):
+        self.model = model
+        self.layers = list(range(len(mlps(model)))) if layers is None else list(layers)
+        self.max_tokens, self.dtype = max_tokens, dtype
+        d_in = model.config.hidden_size
+        self.inputs = {l: torch.empty(max_tokens, d_in, dtype=dtype) for l in self.layers}
+        self.outputs = {l: torch.empty(max_tokens, d_in, dtype=dtype) for l in self.layers}
+        self.n = 0  # rows filled
+        self.keep: torch.Tensor | None = None
+        self._handles = []
+        self._pending = {}
+
+    def _hook(self, layer):
+        def hook(module, args, output):
+            x, y = args[0].detach(), output.detach()  # (B, T, d)
+            if self.keep is not None:
+                x, y = x[self.keep], y[self.keep]
+            x, y = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
+            k = min(self.max_tokens - self.n, x.shape[0])
+            self.inputs[layer][self.n:self.n + k] = x[:k].to(self.dtype)
+            self.outputs[layer][self.n:self.n + k] = y[:k].to(self.dtype)
+            self._pending[layer] = k
+        return hook
+
+    def __enter__(self):
+        mods = mlps(self.model)
+        for l in self.layers:
+            self._handles.append(mods[l].register_forward_hook(self._hook(l)))
+        # advance the row counter once per forward, after every layer has written
+        self._handles.append(self.model.register_forward_hook(self._advance))
+        return self
+
+    def _advance(self, *_):
+        if self._pending:
+            self.n += min(self._pending.values())
+            self._pending = {}
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        return False
+
+    @property
+    def full(self) -> bool:
+        return self.n >= self.max_tokens
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        """`layers.L.mlp.in` / `layers.L.mlp.out`: the recorded rows."""
+        parts = name.split(".")
+        if len(parts) != 4 or parts[0] != "layers" or parts[2] != "mlp" or parts[3] not in ("in", "out"):
+            raise KeyError(f"expected 'layers.<L>.mlp.in' or '.out', got {name!r}")
+        buf = self.inputs if parts[3] == "in" else self.outputs
+        return buf[int(parts[1])][: self.n]

@@ -1,0 +1,178 @@
+"""P3 §3.1: closed-form ridge surrogates of MLP layers, and what linearizing them costs.
+
+`fit_ridge` implements the paper's estimator: centre X and Y, SVD X_c = U S Vᵀ,
+W = V diag(s / (s² + λ)) Uᵀ Y_c with λ = 0.01, b = ȳ − x̄ W (float64).
+`linearization_sweep` measures, for every layer, the per-token loss with that layer's MLP
+replaced, reusing the unchanged prefix: the residual stream before layer l is computed once
+and shared by the runs that swap layers l, l+1, ….
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .capture import blocks, layout, mlps
+
+RIDGE_LAMBDA = 0.01
+
+
+class LinearSurrogate(nn.Module):
+    """f̂(x) = x W + b, a drop-in replacement for an MLP module."""
+
+    def __init__(self, W: torch.Tensor, b: torch.Tensor):
+        super().__init__()
+        self.register_buffer("W", W)  # (d_in, d_out)
+        self.register_buffer("b", b)  # (d_out,)
+
+    def forward(self, x):  # (..., d_in)
+        return (x.to(self.W.dtype) @ self.W + self.b).to(x.dtype)
+
+
+def fit_ridge(X: torch.Tensor, Y: torch.Tensor, lam: float = RIDGE_LAMBDA,
+              dtype: torch.dtype = torch.float32, device=None) -> LinearSurrogate:
+    """Ridge regression Y ≈ X W + b on centred data via SVD, in float64 (P3 eq. for W_ℓ)."""
+    X = X.to(device=device, dtype=torch.float64)
+    Y = Y.to(device=device, dtype=torch.float64)
+    x_mean, y_mean = X.mean(0), Y.mean(0)
+    U, s, Vh = torch.linalg.svd(X - x_mean, full_matrices=False)
+    W = (Vh.T * (s / (s**2 + lam))) @ (U.T @ (Y - y_mean))
+    b = y_mean - x_mean @ W
+    return LinearSurrogate(W.to(dtype).cpu(), b.to(dtype).cpu())
+
+
+def r_squared(f: nn.Module, X: torch.Tensor, Y: torch.Tensor) -> float:
+    """1 − SS_res / SS_tot, pooled over output dimensions."""
+    with torch.no_grad():
+        pred = f(X.to(torch.float64) if isinstance(f, LinearSurrogate) else X).double()
+    Y = Y.double()
+    return float(1 - ((Y - pred) ** 2).sum() / ((Y - Y.mean(0)) ** 2).sum())
+
+
+class KeepFirst(nn.Module):
+    """Surrogate everywhere except the first `k` positions, where the full MLP runs
+    (the attention-sink token carries activations far outside the fit's range)."""
+
+    def __init__(self, mlp: nn.Module, surrogate: nn.Module, k: int = 1):
+        super().__init__()
+        self.mlp, self.surrogate, self.k = mlp, surrogate, k
+
+    def forward(self, x):  # (B, T, d)
+        out = self.surrogate(x)
+        return torch.cat([self.mlp(x[:, : self.k]), out[:, self.k:]], dim=1)
+
+
+@contextlib.contextmanager
+def replaced(model, replacements: dict[int, nn.Module]):
+    """Swap the MLPs of the given layers for other modules; restore them on exit."""
+    bl = blocks(model)
+    originals = {l: bl[l].mlp for l in replacements}
+    try:
+        for l, m in replacements.items():
+            bl[l].mlp = m
+        yield model
+    finally:
+        for l, m in originals.items():
+            bl[l].mlp = m
+
+
+def token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Per-token cross-entropy of next-token prediction, float32: (B, T−1)."""
+    lg = logits[:, :-1].float()
+    return F.cross_entropy(lg.reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1),
+                           reduction="none").view(ids.shape[0], -1)
+
+
+def perplexity(nll: torch.Tensor) -> float:
+    """exp of the token-weighted mean cross-entropy."""
+    return math.exp(float(nll.double().mean()))
+
+
+@dataclass
+class Sweep:
+    """Per-token losses: `baseline` (N, T−1) and `linear[variant][layer]` (N, T−1)."""
+
+    baseline: torch.Tensor
+    linear: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)
+
+    def cost(self, variant: str, layer: int) -> float:
+        """Relative perplexity change when `layer` is linear: PPL_lin / PPL_full − 1."""
+        return perplexity(self.linear[variant][layer]) / perplexity(self.baseline) - 1
+
+
+def _batches(windows: torch.Tensor, batch_size: int):
+    for i in range(0, windows.shape[0], batch_size):
+        yield slice(i, i + batch_size), windows[i:i + batch_size]
+
+
+@torch.no_grad()
+def linearization_sweep(model, windows: torch.Tensor, variants: dict[str, dict[int, nn.Module]],
+                        batch_size: int = 8, progress=None) -> Sweep:
+    """For every variant and layer l in it, the per-token loss with MLP l replaced.
+
+    The prefix is shared: per batch, the unchanged residual stream h_l entering block l is
+    computed once; each swapped run starts from it. Cost ≈ L²/2 + L blocks per batch instead
+    of L² for separate full passes (plus one LM head per run in both cases).
+    """
+    lay, bl = layout(model), blocks(model)
+    N, T = windows.shape
+    base = torch.empty(N, T - 1)
+    out = {v: {l: torch.empty(N, T - 1) for l in mods} for v, mods in variants.items()}
+    for sl, ids in _batches(windows, batch_size):
+        h, kw = lay.embed(model, ids)
+        for l, block in enumerate(bl):
+            for v, mods in variants.items():
+                if l not in mods:
+                    continue
+                with replaced(model, {l: mods[l]}):
+                    g = block(h, **kw)
+                for later in bl[l + 1:]:
+                    g = later(g, **kw)
+                out[v][l][sl] = token_nll(lay.head(model, g), ids)
+            h = block(h, **kw)
+        base[sl] = token_nll(lay.head(model, h), ids)
+        if progress is not None:
+            progress.update(ids.shape[0])
+    return Sweep(base, out)
+
+
+@torch.no_grad()
+def naive_sweep(model, windows: torch.Tensor, variants: dict[str, dict[int, nn.Module]],
+                batch_size: int = 8) -> Sweep:
+    """The reference: one full forward pass of the unmodified code per swapped layer."""
+    def run():
+        return torch.cat([token_nll(model(input_ids=ids).logits, ids)
+                          for _, ids in _batches(windows, batch_size)])
+    out = {}
+    for v, mods in variants.items():
+        out[v] = {}
+        for l, m in mods.items():
+            with replaced(model, {l: m}):
+                out[v][l] = run()
+    return Sweep(run(), out)
+
+
+@torch.no_grad()
+def eval_nll(model, windows: torch.Tensor, batch_size: int = 8) -> torch.Tensor:
+    """Per-token loss of the model as it is: (N, T−1)."""
+    return torch.cat([token_nll(model(input_ids=ids).logits, ids)
+                      for _, ids in _batches(windows, batch_size)])
+
+
+def bootstrap_cost(base: torch.Tensor, lin: torch.Tensor, n_boot: int = 1000, seed: int = 0,
+                   level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the relative PPL change, resampling eval windows (rows)."""
+    b = base.double().sum(1).numpy()
+    s = lin.double().sum(1).numpy()
+    n_tok = base.shape[1]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(b), size=(n_boot, len(b)))
+    costs = np.exp((s[idx].sum(1) - b[idx].sum(1)) / (idx.shape[1] * n_tok)) - 1
+    lo, hi = np.quantile(costs, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)

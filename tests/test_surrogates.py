@@ -1,0 +1,145 @@
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+from nlbudget import capture, models, surrogates
+
+VOCAB = 97
+
+
+def _tiny(family: str):
+    torch.manual_seed(0)
+    if family == "llama":
+        cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                          max_position_embeddings=64)
+        return AutoModelForCausalLM.from_config(cfg).eval()
+    kind = {"gpt2": "gpt2-seq", "gpt_neox": "neox-par"}[family]
+    return models.build_tiny(kind, seed=0, vocab_size=VOCAB, n_layer=3, d_model=32, n_head=4,
+                             context=64).eval()
+
+
+FAMILIES = ["gpt2", "gpt_neox", "llama"]
+
+
+def _ids(n=6, t=16, seed=1):
+    return torch.randint(0, VOCAB, (n, t), generator=torch.Generator().manual_seed(seed))
+
+
+def test_ridge_matches_lstsq_on_augmented_system():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 12)) * rng.uniform(0.1, 10, size=12) + 3
+    Y = X @ rng.normal(size=(12, 7)) + rng.normal(size=(300, 7)) * 0.1 + 1.5
+    lam = 0.01
+    f = surrogates.fit_ridge(torch.tensor(X), torch.tensor(Y), lam=lam, dtype=torch.float64)
+    xm, ym = X.mean(0), Y.mean(0)
+    A = np.vstack([X - xm, np.sqrt(lam) * np.eye(12)])
+    B = np.vstack([Y - ym, np.zeros((12, 7))])
+    W = np.linalg.lstsq(A, B, rcond=None)[0]
+    np.testing.assert_allclose(f.W.numpy(), W, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(f.b.numpy(), ym - xm @ W, atol=1e-8, rtol=0)
+
+
+def test_ridge_recovers_an_exact_linear_map():
+    X = torch.randn(500, 8, dtype=torch.float64)
+    W = torch.randn(8, 5, dtype=torch.float64)
+    f = surrogates.fit_ridge(X, X @ W + 2.0, lam=1e-12, dtype=torch.float64)
+    torch.testing.assert_close(f.W, W, atol=1e-8, rtol=0)
+    assert surrogates.r_squared(f, X, X @ W + 2.0) > 1 - 1e-12
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_capture_returns_exact_mlp_io(family):
+    model = _tiny(family)
+    ids = _ids()
+    with capture.MLPCapture(model, max_tokens=1000) as cap:
+        model(input_ids=ids)
+    assert cap.n == ids.numel()
+    # manual forward: run the blocks, and at each MLP compute its output from its input
+    lay, bl = capture.layout(model), capture.blocks(model)
+    with torch.no_grad():
+        h, kw = lay.embed(model, ids)
+        for l, block in enumerate(bl):
+            x_in = cap[f"layers.{l}.mlp.in"].view(*ids.shape, -1)
+            torch.testing.assert_close(cap[f"layers.{l}.mlp.out"].view(*ids.shape, -1),
+                                       block.mlp(x_in), rtol=0, atol=1e-6)
+            seen = {}
+            hk = block.mlp.register_forward_hook(lambda m, a, o: seen.update(x=a[0]))
+            h = block(h, **kw)
+            hk.remove()
+            torch.testing.assert_close(seen["x"], x_in, rtol=0, atol=0)
+    assert not any(m._forward_hooks for m in capture.mlps(model)), "hooks removed on exit"
+
+
+def test_capture_keep_mask_and_capacity():
+    model = _tiny("llama")
+    ids = _ids(n=4, t=10)
+    keep = torch.ones_like(ids, dtype=torch.bool)
+    keep[:, 0] = False
+    with capture.MLPCapture(model, layers=[1], max_tokens=30) as cap:
+        cap.keep = keep
+        model(input_ids=ids)
+    assert cap.n == 30 and cap.full
+    assert set(cap.inputs) == {1}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_replace_and_restore_is_bit_identical(family):
+    model = _tiny(family)
+    ids = _ids()
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        lin = surrogates.LinearSurrogate(torch.zeros(32, 32), torch.zeros(32))
+        with surrogates.replaced(model, {0: lin, 2: lin}):
+            during = model(input_ids=ids).logits
+        after = model(input_ids=ids).logits
+    assert torch.equal(before, after)
+    assert not torch.equal(before, during)
+
+
+def _fitted_variants(model, ids):
+    with capture.MLPCapture(model, max_tokens=ids.numel()) as cap:
+        model(input_ids=ids)
+    fits = {l: surrogates.fit_ridge(cap[f"layers.{l}.mlp.in"], cap[f"layers.{l}.mlp.out"])
+            for l in range(3)}
+    mlp = capture.mlps(model)
+    return {"plain": fits,
+            "keep-first": {l: surrogates.KeepFirst(mlp[l], f) for l, f in fits.items()}}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_prefix_reuse_sweep_equals_naive_sweep(family):
+    model = _tiny(family)
+    ids = _ids(n=5, t=24)
+    variants = _fitted_variants(model, _ids(n=8, t=24, seed=7))
+    fast = surrogates.linearization_sweep(model, ids, variants, batch_size=2)
+    slow = surrogates.naive_sweep(model, ids, variants, batch_size=2)
+    base_fast, base_slow = surrogates.perplexity(fast.baseline), surrogates.perplexity(slow.baseline)
+    assert abs(base_fast / base_slow - 1) < 1e-4
+    for v in variants:
+        for l in range(3):
+            assert abs(fast.cost(v, l) - slow.cost(v, l)) < 1e-4 * (1 + abs(slow.cost(v, l)))
+            assert abs(surrogates.perplexity(fast.linear[v][l])
+                       / surrogates.perplexity(slow.linear[v][l]) - 1) < 1e-4
+
+
+def test_keep_first_runs_mlp_at_position_zero_only():
+    model = _tiny("llama")
+    mlp = capture.mlps(model)[0]
+    zero = surrogates.LinearSurrogate(torch.zeros(32, 32), torch.zeros(32))
+    x = torch.randn(2, 5, 32)
+    y = surrogates.KeepFirst(mlp, zero)(x)
+    torch.testing.assert_close(y[:, 0], mlp(x[:, :1])[:, 0])
+    assert torch.equal(y[:, 1:], torch.zeros(2, 4, 32))
+
+
+def test_bootstrap_interval_brackets_the_estimate():
+    g = torch.Generator().manual_seed(0)
+    base = torch.rand(40, 50, generator=g) + 2
+    lin = base + 0.05 + 0.01 * torch.randn(40, 50, generator=g)
+    lo, hi = surrogates.bootstrap_cost(base, lin, seed=0)
+    point = surrogates.perplexity(lin) / surrogates.perplexity(base) - 1
+    assert lo < point < hi and lo > 0
+    lo2, hi2 = surrogates.bootstrap_cost(base, base, seed=0)
+    assert lo2 == hi2 == 0.0
