@@ -11,7 +11,11 @@ def test_tiny_configs_differ_only_where_intended():
     assert seq.model_type == "gpt2" and par.model_type == "gpt_neox"
     assert par.use_parallel_residual is True
     assert seq.n_embd == par.hidden_size and seq.n_layer == par.num_hidden_layers
-    with pytest.raises(ValueError, match="valid: gpt2-seq, neox-par"):
+    nseq = models.tiny_config("neox-seq")
+    assert nseq.use_parallel_residual is False
+    assert {k: v for k, v in nseq.to_dict().items() if k != "use_parallel_residual"} == \
+        {k: v for k, v in par.to_dict().items() if k != "use_parallel_residual"}
+    with pytest.raises(ValueError, match="valid: gpt2-seq, neox-seq, neox-par"):
         models.tiny_config("mamba")
 
 

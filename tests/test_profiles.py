@@ -48,7 +48,7 @@ def test_override_and_none():
 
 
 def test_unknown_chapter():
-    with pytest.raises(ParameterError, match="valid chapters: 01"):
+    with pytest.raises(ParameterError, match="valid chapters: 01 .*02"):
         profiles.chapter("99")
 
 
@@ -56,3 +56,9 @@ def test_parse_seed():
     assert profiles.parse_seed("12") == 12
     with pytest.raises(ParameterError):
         profiles.parse_seed("twelve")
+
+
+def test_string_choices():
+    with pytest.raises(ParameterError, match="valid: bfloat16, float32"):
+        profiles.validate("02", profile="ci", dtype="float16")
+    assert profiles.validate("02", profile="ci", corpus="shakespeare")["corpus"] == "shakespeare"

@@ -143,3 +143,60 @@ def test_bootstrap_interval_brackets_the_estimate():
     assert lo < point < hi and lo > 0
     lo2, hi2 = surrogates.bootstrap_cost(base, base, seed=0)
     assert lo2 == hi2 == 0.0
+
+
+def test_fit_layers_skip_first_leaves_out_position_zero():
+    model = _tiny("llama")
+    ids = _ids(n=4, t=12)
+    fits, r2 = surrogates.fit_layers(model, ids, layers=[0, 2], skip_first=True)
+    assert set(fits) == {0, 2} and all(0 < v <= 1 for v in r2.values())
+    with capture.MLPCapture(model, layers=[0], max_tokens=ids.numel()) as cap:
+        model(input_ids=ids)
+    x = cap["layers.0.mlp.in"].view(4, 12, -1)[:, 1:].reshape(-1, 32)
+    y = cap["layers.0.mlp.out"].view(4, 12, -1)[:, 1:].reshape(-1, 32)
+    torch.testing.assert_close(fits[0].W, surrogates.fit_ridge(x, y).W)
+
+
+def test_progressive_linearization_freezes_surrogates_and_control_does_not():
+    model = models.build_tiny("neox-par", seed=0, vocab_size=VOCAB, n_layer=3, d_model=32,
+                              n_head=4, context=16)
+    stream = torch.randint(0, VOCAB, (2000,), generator=torch.Generator().manual_seed(0))
+    kw = dict(order=[1, 2], fit_windows=_ids(n=4, t=16), train_stream=stream,
+              val_windows=_ids(n=3, t=16, seed=5), steps_per_stage=2, final_steps=1, lr=1e-3,
+              batch_size=4, context=16, seed=0)
+    rec = surrogates.progressive_linearization(model, **kw)
+    assert [r["stage"] for r in rec] == ["start", "L1", "L2", "final"]
+    assert rec[-1]["linear_layers"] == [1, 2] and rec[-1]["steps"] == 5
+    ctl = surrogates.progressive_linearization(model, linearize=False, **kw)
+    assert ctl[-1]["linear_layers"] == [] and ctl[-1]["steps"] == 5
+    assert rec[0]["val_ppl"] == ctl[0]["val_ppl"]
+    assert isinstance(capture.mlps(model)[1], torch.nn.Module) and \
+        not isinstance(capture.mlps(model)[1], surrogates.LinearSurrogate), "input model untouched"
+
+
+def test_centre_out_and_middle():
+    assert surrogates.centre_out(24, 5) == [12, 11, 13, 10, 14]  # P3 §5's order
+    assert surrogates.centre_out(6, 3) == [3, 2, 4]
+    assert surrogates.middle_layers(30) == list(range(10, 20))
+    assert surrogates.middle_layers(6) == [2, 3]
+
+
+@pytest.mark.parametrize("family", ["gpt_neox", "llama"])
+def test_linearization_report_is_consistent(family):
+    model = _tiny(family)
+    rep = surrogates.linearization_report(model, _ids(n=8, t=24, seed=3), _ids(n=6, t=24),
+                                          batch_size=3, n_boot=50, seed=0)
+    assert rep["n_layers"] == 3 and len(rep["first_position_ratio"]) == 3
+    for v in ("plain", "keep-first"):
+        assert len(rep["cost"][v]) == 3
+        for c, (lo, hi) in zip(rep["cost"][v], rep["ci"][v]):
+            assert lo <= hi
+        assert set(rep["middle"][v]) == {"cost", "ci"}
+    assert all(0 < r <= 1 for r in rep["r2"]["plain"])
+
+
+def test_ablation_cost_of_a_model_without_mlp_effect_is_zero():
+    model = _tiny("gpt2")
+    for b in capture.blocks(model):
+        b.mlp = surrogates.Ablated()
+    assert surrogates.ablation_cost(model, _ids())["cost"] == 0.0

@@ -302,3 +302,15 @@ def last_word_passages(paragraphs: list[str], n: int, seed: int, min_words: int 
         items.append({"context": context, "target": target, "local": sentences[-1],
                       "paragraphs": [i, j]})
     return items
+
+
+def token_windows(text: str, tokenizer, length: int, n_windows: int | None = None):
+    """Non-overlapping windows of `length` token ids from the start of `text`: (N, length).
+    No BOS is added: position 0 is whatever token starts the window."""
+    import torch
+
+    ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False)["input_ids"]
+    n = len(ids) // length if n_windows is None else min(n_windows, len(ids) // length)
+    if n == 0 or (n_windows is not None and n < n_windows):
+        raise ValueError(f"text has {len(ids)} tokens: too few for {n_windows} windows of {length}")
+    return torch.tensor(ids[: n * length]).view(n, length)

@@ -41,7 +41,7 @@ OFFLINE_MODELS = {
         architecture="Llama, gated SiLU MLP, 30 layers, d=576",
     ),
 }
-TINY_KINDS = ("gpt2-seq", "neox-par")
+TINY_KINDS = ("gpt2-seq", "neox-seq", "neox-par")
 
 
 class ModelUnavailable(AssetUnavailable):
@@ -126,8 +126,10 @@ def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = Non
 
 def tiny_config(kind: str, vocab_size: int = 8192, n_layer: int = 4, d_model: int = 256,
                 n_head: int = 4, context: int = 256):
-    """Config of a small causal LM: `gpt2-seq` (GPT-2, sequential residual, learned
-    positions) or `neox-par` (GPT-NeoX, parallel attention+MLP, rotary, as in Pythia)."""
+    """Config of a small causal LM: `gpt2-seq` (GPT-2: sequential residual, learned
+    positions, tied head), `neox-par` (GPT-NeoX: parallel attention+MLP, rotary, as in
+    Pythia) or `neox-seq` (the same GPT-NeoX with a sequential residual — the matched
+    partner of `neox-par` that differs only in residual topology)."""
     from transformers import GPT2Config, GPTNeoXConfig
 
     if kind == "gpt2-seq":
@@ -135,11 +137,11 @@ def tiny_config(kind: str, vocab_size: int = 8192, n_layer: int = 4, d_model: in
                           n_layer=n_layer, n_head=n_head, n_inner=4 * d_model,
                           resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                           bos_token_id=0, eos_token_id=0)
-    if kind == "neox-par":
+    if kind in ("neox-par", "neox-seq"):
         return GPTNeoXConfig(vocab_size=vocab_size, max_position_embeddings=context,
                              hidden_size=d_model, num_hidden_layers=n_layer,
                              num_attention_heads=n_head, intermediate_size=4 * d_model,
-                             use_parallel_residual=True, rotary_pct=0.25,
+                             use_parallel_residual=kind == "neox-par", rotary_pct=0.25,
                              hidden_dropout=0.0, attention_dropout=0.0,
                              bos_token_id=0, eos_token_id=0)
     raise ValueError(f"unknown tiny model kind {kind!r}; valid: {', '.join(TINY_KINDS)}")

@@ -46,3 +46,62 @@ def symmetry_breaking(alphas, inverse_errors: dict, exchange_errors: dict):
     ax2.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     return fig
+
+
+def _symlog_percent(ax):
+    ax.set_yscale("symlog", linthresh=0.01)
+    ax.yaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _: f"{100 * v:+g}%"))
+    ax.axhline(0, color="k", lw=0.6)
+
+
+def layer_costs(curves: dict):
+    """Per-layer linearization cost with 95 % intervals: {label: (costs, [(lo, hi), ...])}."""
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    for i, (label, (costs, ci)) in enumerate(curves.items()):
+        x = np.arange(len(costs)) + (i - (len(curves) - 1) / 2) * 0.15
+        lo = [c - l for c, (l, h) in zip(costs, ci)]
+        hi = [h - c for c, (l, h) in zip(costs, ci)]
+        ax.errorbar(x, costs, yerr=[lo, hi], fmt="o-", ms=3, lw=1, capsize=2, label=label)
+    _symlog_percent(ax)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("perplexity change, layer linear")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def cost_by_depth(ours: dict, paper: dict):
+    """Our per-layer costs (solid) and the paper's (dashed) against relative depth."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for label, costs in ours.items():
+        x = np.linspace(0, 1, len(costs))
+        ax.plot(x, costs, "o-", ms=3, lw=1.5, label=label)
+    for label, (x, costs) in paper.items():
+        ax.plot(x, costs, "s--", ms=2.5, lw=1, alpha=0.8, label=f"{label} (paper)")
+    _symlog_percent(ax)
+    ax.set_xlabel("relative depth (layer / (L − 1))")
+    ax.set_ylabel("perplexity change, layer linear")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def progressive(runs: dict):
+    """Validation perplexity after each stage of progressive linearization, and the
+    equal-compute control, per model: {model: {"linearized": [...], "control": [...]}}."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.5 * len(runs), 3.4), squeeze=False)
+    for ax, (name, r) in zip(axes[0], runs.items()):
+        for key, style in (("linearized", "o-"), ("control", "s--")):
+            recs = r[key]
+            ax.plot([x["steps"] for x in recs], [x["val_ppl"] for x in recs], style,
+                    label=key)
+            if key == "linearized":
+                for x in recs[1:]:
+                    ax.annotate(x["stage"], (x["steps"], x["val_ppl"]), fontsize=7,
+                                textcoords="offset points", xytext=(2, 4))
+        ax.set_title(name)
+        ax.set_xlabel("fine-tuning steps")
+        ax.set_ylabel("validation perplexity")
+        ax.legend()
+    fig.tight_layout()
+    return fig

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 
 PROFILES = ("smoke", "ci", "paper")
 RUN_PARAMETERS = ("profile", "seed", "results_dir")
+#: Settings that take one of a few strings.
+CHOICES = {"dtype": ("bfloat16", "float32"),
+           "corpus": ("pydocs", "shakespeare", "wikitext-103")}
 
 
 class ParameterError(ValueError):
@@ -40,6 +43,33 @@ CHAPTERS: dict[str, Chapter] = {
                 "smoke": dict(n_inputs=64, d_model=8, d_hidden=16, n_alpha=9, rank=2),
                 "ci": dict(n_inputs=4096, d_model=64, d_hidden=256, n_alpha=61, rank=4),
                 "paper": dict(n_inputs=16384, d_model=576, d_hidden=1536, n_alpha=121, rank=4),
+            },
+        ),
+        Chapter(
+            "02",
+            "02_linear_surrogates",
+            "II",
+            "Linear surrogates: how much of each MLP is linear",
+            {
+                "smoke": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16",
+                              window=32, fit_windows=8, eval_windows=4, batch_size=4,
+                              pair_layers=3, pair_d_model=64, pair_context=64, pair_batch=8,
+                              pair_vocab=512,
+                              pair_steps=10, pair_eval_windows=8, ft_steps=2, ft_lr=1e-4,
+                              n_boot=100),
+                "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16",
+                           window=256, fit_windows=40, eval_windows=32, batch_size=8,
+                           pair_layers=6, pair_d_model=128, pair_context=128, pair_batch=16,
+                           pair_vocab=4096, pair_steps=500, pair_eval_windows=128, ft_steps=40, ft_lr=1e-4,
+                           n_boot=1000),
+                "paper": dict(models="gpt2-medium,gpt2-large,EleutherAI/pythia-160m,"
+                              "EleutherAI/pythia-410m,EleutherAI/pythia-1b,"
+                              "EleutherAI/pythia-2.8b",
+                              corpus="wikitext-103", dtype="float32",
+                              window=512, fit_windows=20, eval_windows=100, batch_size=8,
+                              pair_layers=6, pair_d_model=256, pair_context=256,
+                              pair_batch=32, pair_vocab=8192, pair_steps=4000, pair_eval_windows=256,
+                              ft_steps=200, ft_lr=1e-4, n_boot=10000),
             },
         ),
     ]
@@ -97,6 +127,9 @@ def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | No
         if value is None:
             continue
         _check_type(name, value, settings[name])
+        if name in CHOICES and value not in CHOICES[name]:
+            raise ParameterError(f"parameter {name}={value!r} is not valid; valid: "
+                                 f"{', '.join(CHOICES[name])}")
         settings[name] = value
     return {"chapter": ch.stem, "profile": profile, "seed": seed, **settings}
 

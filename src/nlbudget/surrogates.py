@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .capture import blocks, layout, mlps
+from .capture import blocks, layout
 
 RIDGE_LAMBDA = 0.01
 
@@ -176,3 +176,139 @@ def bootstrap_cost(base: torch.Tensor, lin: torch.Tensor, n_boot: int = 1000, se
     costs = np.exp((s[idx].sum(1) - b[idx].sum(1)) / (idx.shape[1] * n_tok)) - 1
     lo, hi = np.quantile(costs, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+class Ablated(nn.Module):
+    """An MLP that outputs zeros: the layer's MLP removed."""
+
+    def forward(self, x):
+        return torch.zeros_like(x)
+
+
+def fit_layers(model, windows: torch.Tensor, layers=None, batch_size: int = 8,
+               skip_first: bool = False, dtype: torch.dtype = torch.float32):
+    """Capture every chosen MLP's input/output over `windows` in one sweep and fit a ridge
+    surrogate per layer. With `skip_first`, position 0 is left out of the fit.
+    Returns ({layer: LinearSurrogate}, {layer: R² on the fit data})."""
+    from .capture import MLPCapture
+
+    keep = None
+    if skip_first:
+        keep = torch.ones(windows.shape, dtype=torch.bool)
+        keep[:, 0] = False
+    n = int(keep.sum()) if keep is not None else windows.numel()
+    with MLPCapture(model, layers=layers, max_tokens=n) as cap, torch.no_grad():
+        for sl, ids in _batches(windows, batch_size):
+            cap.keep = None if keep is None else keep[sl]
+            model(input_ids=ids)
+    fits, r2 = {}, {}
+    for l in cap.layers:
+        X, Y = cap[f"layers.{l}.mlp.in"], cap[f"layers.{l}.mlp.out"]
+        fits[l] = fit_ridge(X, Y, dtype=dtype)
+        r2[l] = r_squared(fits[l], X, Y)
+    return fits, r2
+
+
+def progressive_linearization(model, order: list[int], fit_windows: torch.Tensor,
+                              train_stream: torch.Tensor, val_windows: torch.Tensor,
+                              steps_per_stage: int, final_steps: int, lr: float,
+                              batch_size: int, context: int, seed: int,
+                              linearize: bool = True, progress=None) -> list[dict]:
+    """P3 §5 on a copy of `model`: for each layer of `order` (centre outwards) fit a ridge
+    surrogate on the current model, freeze it in place of the MLP, then fine-tune every
+    other parameter for `steps_per_stage` steps; finish with `final_steps`. With
+    `linearize=False` the same schedule runs without linearizing (the equal-compute
+    control). Returns the validation perplexity after each stage."""
+    import copy
+
+    from .training import lm_step, random_windows
+
+    m = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=lr,
+                            betas=(0.9, 0.95), weight_decay=0.0)
+    def val_ppl():
+        m.eval()
+        return perplexity(eval_nll(m, val_windows))
+    records = [{"stage": "start", "linear_layers": [], "steps": 0, "val_ppl": val_ppl()}]
+    linear, steps = [], 0
+    stages = [(l, steps_per_stage) for l in order] + [(None, final_steps)]
+    for layer, n_steps in stages:
+        if layer is not None and linearize:
+            m.eval()
+            fits, _ = fit_layers(m, fit_windows, layers=[layer])
+            blocks(m)[layer].mlp = fits[layer]  # buffers only: frozen, no gradients
+            linear.append(layer)
+        for _ in range(n_steps):
+            lm_step(m, random_windows(train_stream, batch_size, context, gen), opt)
+            if progress is not None:
+                progress.update(1)
+        steps += n_steps
+        records.append({"stage": "final" if layer is None else f"L{layer}",
+                        "linear_layers": list(linear), "steps": steps, "val_ppl": val_ppl()})
+    return records
+
+
+def middle_layers(n_layers: int) -> list[int]:
+    """The middle third of the layers (the block P3 found cheapest to linearize)."""
+    return list(range(n_layers // 3, n_layers - n_layers // 3))
+
+
+def centre_out(n_layers: int, k: int) -> list[int]:
+    """The k layers nearest the centre, centre first (P3 §5 order: L12, L11, L13, L10, …)."""
+    c = (n_layers - 1) / 2
+    return sorted(range(n_layers), key=lambda l: (abs(l - c), -l))[:k]
+
+
+def first_position_ratio(model, windows: torch.Tensor) -> list[float]:
+    """Per layer: ‖MLP output at position 0‖ / median ‖MLP output‖ at other positions."""
+    from .capture import MLPCapture
+
+    with MLPCapture(model, max_tokens=windows.numel()) as cap, torch.no_grad():
+        model(input_ids=windows)
+    out = []
+    for l in cap.layers:
+        norms = cap[f"layers.{l}.mlp.out"].norm(dim=1).view(windows.shape)
+        out.append(float(norms[:, 0].median() / norms[:, 1:].median()))
+    return out
+
+
+def linearization_report(model, fit_windows: torch.Tensor, eval_windows: torch.Tensor,
+                         batch_size: int, n_boot: int, seed: int, progress=None) -> dict:
+    """Everything Part II.a measures on one model: R² of each layer's ridge fit, the cost
+    of linearizing each layer alone (with a bootstrap interval over eval windows) and the
+    middle third at once, for two variants — `plain` (fit and replace at every position, the
+    paper's method) and `keep-first` (fit without position 0 and keep the full MLP there)."""
+    dtype = next(model.parameters()).dtype
+    mlp = [b.mlp for b in blocks(model)]
+    plain, r2_plain = fit_layers(model, fit_windows, batch_size=batch_size, dtype=dtype)
+    kept, r2_kept = fit_layers(model, fit_windows, batch_size=batch_size, skip_first=True,
+                               dtype=dtype)
+    variants = {"plain": plain,
+                "keep-first": {l: KeepFirst(mlp[l], f) for l, f in kept.items()}}
+    sweep = linearization_sweep(model, eval_windows, variants, batch_size, progress)
+    L = len(mlp)
+    report = {"n_layers": L, "baseline_ppl": perplexity(sweep.baseline),
+              "eval_tokens": int(sweep.baseline.numel()),
+              "fit_tokens": int(fit_windows.numel()),
+              "first_position_ratio": first_position_ratio(model, fit_windows[:batch_size]),
+              "r2": {"plain": [r2_plain[l] for l in range(L)],
+                     "keep-first": [r2_kept[l] for l in range(L)]},
+              "cost": {}, "ci": {}, "middle": {"layers": middle_layers(L)}}
+    for v in variants:
+        report["cost"][v] = [sweep.cost(v, l) for l in range(L)]
+        report["ci"][v] = [bootstrap_cost(sweep.baseline, sweep.linear[v][l], n_boot, seed)
+                           for l in range(L)]
+        with replaced(model, {l: variants[v][l] for l in report["middle"]["layers"]}):
+            nll = eval_nll(model, eval_windows, batch_size)
+        report["middle"][v] = {"cost": perplexity(nll) / perplexity(sweep.baseline) - 1,
+                               "ci": bootstrap_cost(sweep.baseline, nll, n_boot, seed)}
+    return report
+
+
+def ablation_cost(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
+    """Validation perplexity with every MLP intact and with every MLP zeroed."""
+    base = perplexity(eval_nll(model, windows, batch_size))
+    with replaced(model, {l: Ablated() for l in range(len(blocks(model)))}):
+        ablated = perplexity(eval_nll(model, windows, batch_size))
+    return {"ppl": base, "ppl_mlps_ablated": ablated, "cost": ablated / base - 1}

@@ -1,0 +1,133 @@
+"""Training small causal LMs from scratch on a corpus (Part II's matched pair, Part IV's
+Pythia-style model): an 8k byte-level BPE, random windows, AdamW, a fixed step budget.
+
+Checkpoints are cached under `<cache>/checkpoints/<name>/` keyed by everything that defines
+them (architecture, sizes, steps, seed, corpus checksum), so each profile trains once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from . import models, paths
+from .corpora import Corpus
+from .results import atomic_write_text
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    kind: str  # models.TINY_KINDS
+    n_layer: int = 6
+    d_model: int = 192
+    n_head: int = 4
+    context: int = 128
+    vocab_size: int = 8192
+    steps: int = 300
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup: int = 30
+    weight_decay: float = 0.1
+    seed: int = 0
+
+    def key(self, corpus_sha: str) -> str:
+        blob = json.dumps({**asdict(self), "corpus": corpus_sha}, sort_keys=True)
+        return f"{self.kind}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def train_tokenizer(corpus: Corpus, vocab_size: int = 8192, cache: Path | None = None):
+    """A byte-level BPE trained on the corpus's train split (cached)."""
+    from tokenizers import Tokenizer, decoders, models as tm, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    d = (cache or paths.cache_dir()) / "tokenizers" / f"{corpus.name}-bpe{vocab_size}-{corpus.sha256[:12]}"
+    if (d / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(d)
+    tok = Tokenizer(tm.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus.split("train"), trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    fast.save_pretrained(d)
+    return fast
+
+
+def encode(corpus: Corpus, tokenizer, split: str) -> torch.Tensor:
+    """The split as one stream of token ids (paragraphs joined by blank lines)."""
+    ids = tokenizer(corpus.text(split), add_special_tokens=False,
+                    return_attention_mask=False)["input_ids"]
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def random_windows(stream: torch.Tensor, n: int, length: int, gen: torch.Generator):
+    starts = torch.randint(0, len(stream) - length, (n,), generator=gen)
+    return torch.stack([stream[s:s + length] for s in starts.tolist()])
+
+
+def lm_step(model, batch, optimizer, scheduler=None, clip: float = 1.0) -> float:
+    """One AdamW step on next-token loss; returns the loss."""
+    model.train()
+    loss = model(input_ids=batch, labels=batch).loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    return loss.item()
+
+
+def cosine_schedule(optimizer, warmup: int, total: int, floor: float = 0.1):
+    def f(step):
+        if step < warmup:
+            return (step + 1) / warmup
+        p = (step - warmup) / max(1, total - warmup)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, f)
+
+
+def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None):
+    """Train from scratch with a fixed step budget; returns (model, log)."""
+    model = models.build_tiny(cfg.kind, seed=cfg.seed, vocab_size=len(tokenizer),
+                              n_layer=cfg.n_layer, d_model=cfg.d_model, n_head=cfg.n_head,
+                              context=cfg.context)
+    stream = encode(corpus, tokenizer, "train")
+    gen = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
+                            weight_decay=cfg.weight_decay)
+    sched = cosine_schedule(opt, cfg.warmup, cfg.steps)
+    losses, t0 = [], time.perf_counter()
+    for _ in range(cfg.steps):
+        losses.append(lm_step(model, random_windows(stream, cfg.batch_size, cfg.context, gen),
+                              opt, sched))
+        if progress is not None:
+            progress.update(1)
+    log = {"train_loss": losses, "seconds": time.perf_counter() - t0,
+           "tokens": cfg.steps * cfg.batch_size * cfg.context,
+           "params": sum(p.numel() for p in model.parameters())}
+    return model.eval(), log
+
+
+def train_or_load(cfg: TrainConfig, corpus: Corpus, tokenizer, cache: Path | None = None,
+                  progress=None):
+    """The cached checkpoint for `cfg` on `corpus`, training it first if absent."""
+    from transformers import AutoModelForCausalLM
+
+    d = (cache or paths.cache_dir()) / "checkpoints" / cfg.key(corpus.sha256)
+    if (d / "train_log.json").is_file():
+        model = AutoModelForCausalLM.from_pretrained(d).eval()
+        return model, json.loads((d / "train_log.json").read_text())
+    model, log = train(cfg, corpus, tokenizer, progress)
+    tmp = d.with_name(d.name + ".part")
+    model.save_pretrained(tmp)
+    atomic_write_text(tmp / "train_log.json", json.dumps({**log, "config": asdict(cfg)}))
+    tmp.replace(d)
+    return model, {**log, "config": asdict(cfg)}
