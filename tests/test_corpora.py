@@ -122,3 +122,20 @@ def test_real_corpora(name, min_paras, min_items):
     # pydocs paragraphs rarely end in a word seen earlier: its test split yields ~36 items
     items = corpora.last_word_passages(c.split("test"), min_items, seed=0)
     assert len(items) == min_items
+
+
+class _CharTokenizer:
+    """One token per character: enough to test windowing."""
+
+    def __call__(self, text, add_special_tokens=False, return_attention_mask=False):
+        return {"input_ids": [ord(ch) % 256 for ch in text]}
+
+
+def test_token_windows_reads_a_prefix_only():
+    text = "abcdefghij" * 1000
+    w = corpora.token_windows(text, _CharTokenizer(), 16, 5)
+    assert w.shape == (5, 16)
+    assert w[1, 0].item() == ord(text[16])
+    with pytest.raises(ValueError, match="too few"):
+        corpora.token_windows("short", _CharTokenizer(), 16, 5)
+    assert corpora.token_windows(text, _CharTokenizer(), 100).shape == (100, 100)

@@ -81,16 +81,19 @@ class MLPCapture:
     ...     model(ids)
     >>> cap["layers.3.mlp.in"].shape   # (n_tokens, d)
 
-    Buffers are preallocated (`max_tokens` rows per layer); tokens beyond that are not
+    Buffers are preallocated (`max_tokens` rows per layer, in the model's dtype unless
+    `dtype` is given); tokens beyond that are not
     recorded. `keep` is an optional (B, T) boolean mask of positions to record for the next
     forward (e.g. to leave out position 0). Hooks are removed on exit, leaving the model as it
     was.
     """
 
     def __init__(self, model, layers=None, max_tokens: int = 10_000,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype | None = None):
         self.model = model
         self.layers = list(range(len(mlps(model)))) if layers is None else list(layers)
+        # default: the model's own dtype, so recording is a plain copy and loses nothing
+        dtype = dtype or next(model.parameters()).dtype
         self.max_tokens, self.dtype = max_tokens, dtype
         d_in = model.config.hidden_size
         self.inputs = {l: torch.empty(max_tokens, d_in, dtype=dtype) for l in self.layers}

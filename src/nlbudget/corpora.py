@@ -309,7 +309,16 @@ def token_windows(text: str, tokenizer, length: int, n_windows: int | None = Non
     No BOS is added: position 0 is whatever token starts the window."""
     import torch
 
-    ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False)["input_ids"]
+    if n_windows is not None:  # tokenize a prefix only: ~4 chars per token, with headroom
+        chars = n_windows * length * 8
+        while True:
+            ids = tokenizer(text[:chars], add_special_tokens=False,
+                            return_attention_mask=False)["input_ids"]
+            if len(ids) >= n_windows * length or chars >= len(text):
+                break
+            chars *= 2
+    else:
+        ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False)["input_ids"]
     n = len(ids) // length if n_windows is None else min(n_windows, len(ids) // length)
     if n == 0 or (n_windows is not None and n < n_windows):
         raise ValueError(f"text has {len(ids)} tokens: too few for {n_windows} windows of {length}")
