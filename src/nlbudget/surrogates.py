@@ -82,11 +82,32 @@ def replaced(model, replacements: dict[int, nn.Module]):
             bl[l].mlp = m
 
 
+LOSS_ROWS = 64  # rows per chunk: the float32 logits of a chunk stay in the CPU cache
+
+
 def token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Per-token cross-entropy of next-token prediction, float32: (B, T−1)."""
-    lg = logits[:, :-1].float()
-    return F.cross_entropy(lg.reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1),
-                           reduction="none").view(ids.shape[0], -1)
+    """Per-token cross-entropy of next-token prediction, in float32: (B, T−1).
+    Computed in chunks of rows (the same numbers, about twice as fast on a CPU)."""
+    lg = logits[:, :-1].reshape(-1, logits.shape[-1])
+    y = ids[:, 1:].reshape(-1)
+    out = torch.empty(y.shape[0])
+    for i in range(0, y.shape[0], LOSS_ROWS):
+        out[i:i + LOSS_ROWS] = F.cross_entropy(lg[i:i + LOSS_ROWS].float(), y[i:i + LOSS_ROWS],
+                                               reduction="none")
+    return out.view(ids.shape[0], -1)
+
+
+def _hidden_nll(model, lay, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """token_nll(head(h)) with the LM head applied chunk by chunk, never materialising all
+    (B, T, vocab) logits (the head acts on each position separately)."""
+    rows = h[:, :-1].reshape(-1, h.shape[-1])
+    y = ids[:, 1:].reshape(-1)
+    out = torch.empty(y.shape[0])
+    for i in range(0, y.shape[0], LOSS_ROWS):
+        logits = lay.head(model, rows[None, i:i + LOSS_ROWS])[0]
+        out[i:i + LOSS_ROWS] = F.cross_entropy(logits.float(), y[i:i + LOSS_ROWS],
+                                               reduction="none")
+    return out.view(ids.shape[0], -1)
 
 
 def perplexity(nll: torch.Tensor) -> float:
@@ -134,9 +155,9 @@ def linearization_sweep(model, windows: torch.Tensor, variants: dict[str, dict[i
                     g = block(h, **kw)
                 for later in bl[l + 1:]:
                     g = later(g, **kw)
-                out[v][l][sl] = token_nll(lay.head(model, g), ids)
+                out[v][l][sl] = _hidden_nll(model, lay, g, ids)
             h = block(h, **kw)
-        base[sl] = token_nll(lay.head(model, h), ids)
+        base[sl] = _hidden_nll(model, lay, h, ids)
         if progress is not None:
             progress.update(ids.shape[0])
     return Sweep(base, out)
