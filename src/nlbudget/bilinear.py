@@ -131,3 +131,41 @@ def relative_error(f: nn.Module, g: nn.Module, x: torch.Tensor) -> float:
     """‖f(x) − g(x)‖_F / ‖f(x)‖_F."""
     fx = f(x)
     return float((fx - g(x)).norm() / fx.norm())
+
+
+# ---------------------------------------------------------------- variants at equal parameters
+
+#: The MLP forms compared in "Does breaking the exchange symmetry matter?":
+#: name -> (class, activation, rank, weights per hidden unit in units of d).
+VARIANTS = {
+    "standard-gelu": (KeyValueMLP, "gelu", None, 2),
+    "symmetric-silu": (SymmetricBilinearMLP, "silu", 1, 3),
+    "gated-silu": (GatedMLP, "silu", 1, 3),
+    "gated-gelu": (GatedMLP, "gelu", 1, 3),
+    "gated-relu": (GatedMLP, "relu", 1, 3),
+    "bilinear": (GatedMLP, "linear", 1, 3),
+    "rank2-silu": (RankRBilinearMLP, "silu", 2, 5),
+    "rank4-silu": (RankRBilinearMLP, "silu", 4, 9),
+}
+
+
+def hidden_width(variant: str, d: int, budget: int) -> int:
+    """Hidden units n that give `variant` about `budget` weights at width d
+    (standard 2dn, gated/symmetric 3dn, rank r (2r + 1)dn)."""
+    per_unit = VARIANTS[variant][3] * d
+    return max(1, round(budget / per_unit))
+
+
+def make_mlp(variant: str, d: int, budget: int) -> nn.Module:
+    """An MLP of the given form with about `budget` weights (no biases, as in P1)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    cls, act, rank, _ = VARIANTS[variant]
+    n = hidden_width(variant, d, budget)
+    if cls is RankRBilinearMLP:
+        return cls(d, n, rank=rank, act=act)
+    return cls(d, n, act=act)
+
+
+def n_params(m: nn.Module) -> int:
+    return sum(p.numel() for p in m.parameters())

@@ -105,3 +105,36 @@ def progressive(runs: dict):
         ax.legend()
     fig.tight_layout()
     return fig
+
+
+def symmetry_experiments(lm: dict, modular: dict, gates: list, cost=None):
+    """Part I's experiment: validation PPL per form and seed; modular-addition accuracy;
+    SmolLM2's gate asymmetry by layer (and Part II.a's linearization cost, if given)."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1.2, 1.2, 1.4]})
+    names = list(lm)
+    for i, n in enumerate(names):
+        axes[0].scatter([i] * len(lm[n]), lm[n], s=14, color="grey")
+        axes[0].scatter([i], [np.mean(lm[n])], s=50, marker="_", color="k")
+        accs = modular[n]["test_acc"]
+        axes[1].scatter([i] * len(accs), accs, s=14, color="grey")
+        axes[1].scatter([i], [np.mean(accs)], s=50, marker="_", color="k")
+    for ax, title, lab in ((axes[0], "language modelling", "validation perplexity"),
+                           (axes[1], "modular addition", "test accuracy")):
+        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+        ax.set_title(title)
+        ax.set_ylabel(lab)
+    layers = np.arange(len(gates))
+    for key, style in (("exchange", "o-"), ("scale 0.5", "s--"), ("scale 2", "^--")):
+        axes[2].plot(layers, [g[key] for g in gates], style, ms=3, label=key)
+    axes[2].set_xlabel("SmolLM2 layer")
+    axes[2].set_ylabel("relative output change")
+    axes[2].set_title("trained gates")
+    if cost is not None:
+        ax2 = axes[2].twinx()
+        ax2.plot(layers, cost, ":", color="grey", label="linearization cost")
+        ax2.set_yscale("log")
+        ax2.set_ylabel("linearization cost (Part II.a)", color="grey")
+        ax2.grid(False)
+    axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -72,6 +72,29 @@ CHAPTERS: dict[str, Chapter] = {
                               ft_steps=200, ft_lr=1e-4, n_boot=10000),
             },
         ),
+        Chapter(
+            "06",
+            "06_does_symmetry_matter",
+            "I",
+            "Does breaking the exchange symmetry matter?",
+            {
+                "smoke": dict(variants="gated-silu,symmetric-silu,rank2-silu", seeds=2,
+                              lm_layers=1, lm_d_model=32, lm_context=32, lm_batch=4,
+                              lm_vocab=512, lm_steps=4, lm_eval_windows=4, mod_p=11,
+                              mod_d=16, mod_steps=30, mod_seeds=2, gate_windows=2, window=64),
+                "ci": dict(variants="standard-gelu,symmetric-silu,gated-silu,gated-gelu,"
+                           "gated-relu,bilinear,rank2-silu,rank4-silu", seeds=3,
+                           lm_layers=2, lm_d_model=64, lm_context=64, lm_batch=16,
+                           lm_vocab=2048, lm_steps=250, lm_eval_windows=64, mod_p=23,
+                           mod_d=32, mod_steps=1500, mod_seeds=5, gate_windows=16,
+                           window=256),
+                "paper": dict(variants="standard-gelu,symmetric-silu,gated-silu,gated-gelu,"
+                              "gated-relu,bilinear,rank2-silu,rank4-silu", seeds=5,
+                              lm_layers=6, lm_d_model=256, lm_context=256, lm_batch=32,
+                              lm_vocab=8192, lm_steps=3000, lm_eval_windows=256, mod_p=97,
+                              mod_d=128, mod_steps=5000, mod_seeds=10, gate_windows=64, window=256),
+            },
+        ),
     ]
 }
 

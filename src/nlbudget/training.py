@@ -94,12 +94,18 @@ def cosine_schedule(optimizer, warmup: int, total: int, floor: float = 0.1):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, f)
 
 
-def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None):
-    """Train from scratch with a fixed step budget; returns (model, log)."""
+def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=None,
+          stream: torch.Tensor | None = None):
+    """Train from scratch with a fixed step budget; returns (model, log). `prepare(model)`,
+    if given, modifies the fresh model first (e.g. swaps its MLPs); `stream` is the encoded
+    train split, if the caller has it already."""
     model = models.build_tiny(cfg.kind, seed=cfg.seed, vocab_size=len(tokenizer),
                               n_layer=cfg.n_layer, d_model=cfg.d_model, n_head=cfg.n_head,
                               context=cfg.context)
-    stream = encode(corpus, tokenizer, "train")
+    if prepare is not None:
+        prepare(model)
+    if stream is None:
+        stream = encode(corpus, tokenizer, "train")
     gen = torch.Generator().manual_seed(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
                             weight_decay=cfg.weight_decay)

@@ -1,0 +1,131 @@
+"""Part I, continued: does breaking the exchange symmetry matter?
+
+Two experiments the gated-MLP paper (P1) never ran — the MLP forms of `bilinear.VARIANTS`
+trained at equal parameters on language modelling and on modular addition — and a
+measurement of how far the gates of a trained gated MLP (SmolLM2) are from exchange and
+inverse-scaling symmetry.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import bilinear
+
+
+def install_mlps(model, variant: str, budget: int, seed: int) -> None:
+    """Replace every block's MLP of a from-scratch model by `variant` (seeded init)."""
+    from .capture import blocks
+
+    torch.manual_seed(seed)
+    d = model.config.hidden_size
+    for b in blocks(model):
+        b.mlp = bilinear.make_mlp(variant, d, budget)
+
+
+def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and Student-t interval over seeds."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return float(v.mean()), float("nan"), float("nan")
+    half = stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+    return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
+
+
+def welch_interval(a, b, level: float = 0.95) -> tuple[float, float, float]:
+    """Difference of means a − b with a Welch t interval (is it larger than seed noise?)."""
+    from scipy import stats
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    diff, se = a.mean() - b.mean(), math.sqrt(va + vb)
+    if se == 0:
+        return float(diff), float(diff), float(diff)
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = stats.t.ppf((1 + level) / 2, dof) * se
+    return float(diff), float(diff - half), float(diff + half)
+
+
+# ---------------------------------------------------------------- modular addition
+
+class ModularAdder(nn.Module):
+    """a, b ↦ MLP(E_a[a] + E_b[b]) U: one MLP of the given form between embeddings and an
+    unembedding, so the MLP alone must combine a and b."""
+
+    def __init__(self, p: int, d: int, variant: str, budget: int):
+        super().__init__()
+        self.embed_a, self.embed_b = nn.Embedding(p, d), nn.Embedding(p, d)
+        self.mlp = bilinear.make_mlp(variant, d, budget)
+        self.unembed = nn.Linear(d, p, bias=False)
+
+    def forward(self, a, b):
+        return self.unembed(self.mlp(self.embed_a(a) + self.embed_b(b)))
+
+
+@dataclass
+class ModularResult:
+    variant: str
+    seed: int
+    train_acc: float
+    test_acc: float
+    params_mlp: int
+
+
+def train_modular(variant: str, p: int, d: int, budget: int, steps: int, seed: int,
+                  train_fraction: float = 0.5, lr: float = 1e-2,
+                  weight_decay: float = 1.0) -> ModularResult:
+    """Full-batch AdamW on a random `train_fraction` of all (a, b) pairs; accuracy of
+    (a + b) mod p on the rest."""
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
+    a, b = a.flatten(), b.flatten()
+    y = (a + b) % p
+    perm = torch.randperm(p * p, generator=g)
+    n_train = int(train_fraction * p * p)
+    tr, te = perm[:n_train], perm[n_train:]
+    torch.manual_seed(seed)
+    model = ModularAdder(p, d, variant, budget)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay,
+                            betas=(0.9, 0.98))
+    for _ in range(steps):
+        loss = F.cross_entropy(model(a[tr], b[tr]), y[tr])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        pred = model(a, b).argmax(-1)
+    return ModularResult(variant, seed, float((pred[tr] == y[tr]).float().mean()),
+                         float((pred[te] == y[te]).float().mean()),
+                         bilinear.n_params(model.mlp))
+
+
+# ---------------------------------------------------------------- real gates
+
+@torch.no_grad()
+def gate_asymmetry(mlp, x: torch.Tensor, alphas=(0.5, 2.0)) -> dict:
+    """For a Llama-style gated MLP down(act(gate(x)) * up(x)) on real inputs x (n, d):
+    the relative output change ‖y − y'‖ / ‖y‖ when gate and up are exchanged, and under
+    inverse scaling gate → α·gate, up → up/α."""
+    act = mlp.act_fn
+    g, u = mlp.gate_proj(x).double(), mlp.up_proj(x).double()
+    W = mlp.down_proj.weight.double()
+
+    def out(h):
+        return h @ W.T
+
+    y = out(act(g) * u)
+    norm = y.norm()
+    res = {"exchange": float((y - out(act(u) * g)).norm() / norm)}
+    for al in alphas:
+        res[f"scale {al:g}"] = float((y - out(act(al * g) * u / al)).norm() / norm)
+    # how often the gate is "closing": SiLU(z) ≈ 0 for z ≪ 0, ≈ z for z ≫ 0
+    res["gate z < 0"] = float((g < 0).double().mean())
+    return res
