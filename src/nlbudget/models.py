@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import socket
 import zipfile
@@ -104,7 +106,8 @@ def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = Non
         else:
             tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             tok.save_pretrained(tok_dir)  # later loads take milliseconds, not seconds
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        with contextlib.redirect_stderr(io.StringIO()):  # silence the de-quantizing bar
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     elif Path(name).is_dir():
         tok = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name)
