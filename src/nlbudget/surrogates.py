@@ -167,16 +167,13 @@ def linearization_sweep(model, windows: torch.Tensor, variants: dict[str, dict[i
 def naive_sweep(model, windows: torch.Tensor, variants: dict[str, dict[int, nn.Module]],
                 batch_size: int = 8) -> Sweep:
     """The reference: one full forward pass of the unmodified code per swapped layer."""
-    def run():
-        return torch.cat([token_nll(model(input_ids=ids).logits, ids)
-                          for _, ids in _batches(windows, batch_size)])
     out = {}
     for v, mods in variants.items():
         out[v] = {}
         for l, m in mods.items():
             with replaced(model, {l: m}):
-                out[v][l] = run()
-    return Sweep(run(), out)
+                out[v][l] = eval_nll(model, windows, batch_size)
+    return Sweep(eval_nll(model, windows, batch_size), out)
 
 
 @torch.no_grad()
