@@ -23,7 +23,11 @@ class Layout:
     body: Callable  # model -> the module holding the blocks
     blocks_attr: str
     embed: Callable  # (model, ids) -> (hidden (B,T,d), block kwargs)
-    head: Callable  # (model, hidden) -> logits
+    final_norm: Callable  # model -> the norm applied before the LM head
+
+    def head(self, model, h):
+        """Logits from the last block's hidden states: (B, T, vocab)."""
+        return model.get_output_embeddings()(self.final_norm(model)(h))
 
 
 def _positions(ids):
@@ -47,13 +51,13 @@ def _rotary_embed(body, embed):
 
 LAYOUTS = {
     "gpt2": Layout("gpt2", lambda m: m.transformer, "h", _gpt2_embed,
-                   lambda m, h: m.get_output_embeddings()(m.transformer.ln_f(h))),
+                   lambda m: m.transformer.ln_f),
     "gpt_neox": Layout("gpt_neox", lambda m: m.gpt_neox, "layers",
                        _rotary_embed(lambda m: m.gpt_neox, "embed_in"),
-                       lambda m, h: m.get_output_embeddings()(m.gpt_neox.final_layer_norm(h))),
+                       lambda m: m.gpt_neox.final_layer_norm),
     "llama": Layout("llama", lambda m: m.model, "layers",
                     _rotary_embed(lambda m: m.model, "embed_tokens"),
-                    lambda m, h: m.get_output_embeddings()(m.model.norm(h))),
+                    lambda m: m.model.norm),
 }
 
 

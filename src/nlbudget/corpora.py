@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
-from .assets import AssetUnavailable, apt_download, pip_download, verify
+from .assets import AssetUnavailable, apt_download, pip_download, sha256, verify
 from .results import atomic_write_text
 
 SPLITS = ("train", "validation", "test")
@@ -216,7 +216,6 @@ def fetch(name: str, cache: Path | None = None) -> Path:
     if len(paras) < 100:
         raise CorpusUnavailable(f"corpus {name!r}: only {len(paras)} paragraphs extracted")
     atomic_write_text(target, json.dumps(paras, ensure_ascii=False))
-    from .assets import sha256
     manifest = {"name": name, "origin": origin, "licence": SOURCES[name].licence,
                 "paragraphs": len(paras), "sha256": sha256(target)}
     atomic_write_text(d / "manifest.json", json.dumps(manifest, indent=2))

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .capture import blocks, layout
+from .capture import blocks, layout, mlps
 
 RIDGE_LAMBDA = 0.01
 
@@ -298,7 +298,7 @@ def linearization_report(model, fit_windows: torch.Tensor, eval_windows: torch.T
     middle third at once, for two variants — `plain` (fit and replace at every position, the
     paper's method) and `keep-first` (fit without position 0 and keep the full MLP there)."""
     dtype = next(model.parameters()).dtype
-    mlp = [b.mlp for b in blocks(model)]
+    mlp = mlps(model)
     plain, r2_plain = fit_layers(model, fit_windows, batch_size=batch_size, dtype=dtype)
     kept, r2_kept = fit_layers(model, fit_windows, batch_size=batch_size, skip_first=True,
                                dtype=dtype)
