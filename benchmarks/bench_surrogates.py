@@ -9,30 +9,19 @@
     python benchmarks/bench_surrogates.py [--windows 8] [--length 256] [--repeats 3]
 """
 
-import argparse
 import statistics
 import time
 
 import torch
 
+from common import parser, timed
 from nlbudget import capture, corpora, models, surrogates
 
 
-def timed(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--windows", type=int, default=8)
-    ap.add_argument("--length", type=int, default=256)
-    ap.add_argument("--repeats", type=int, default=7)
+    ap = parser()
     ap.add_argument("--sweep-windows", type=int, default=4)
     args = ap.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")

@@ -106,3 +106,16 @@ def test_smollm2_loads_offline():
     with torch.no_grad():
         loss = model(ids, labels=ids).loss.float()
     assert 0.5 < loss.exp() < 200  # a trained model, not random init (vocab 49152)
+
+
+@pytest.mark.assets
+def test_dequantized_cache_gives_the_same_model(tmp_path):
+    gguf = models.fetch_gguf("smollm2-135m")
+    fresh = models._dequantized(gguf, tmp_path / "dq")  # de-quantizes, writes the cache
+    cached = models._dequantized(gguf, tmp_path / "dq")  # reads it
+    assert (tmp_path / "dq" / "model.safetensors").is_file()
+    assert "quantization_config" not in (tmp_path / "dq" / "config.json").read_text()
+    ids = torch.randint(0, 1000, (2, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(fresh(input_ids=ids).logits, cached(input_ids=ids).logits)
+    assert cached.lm_head.weight.data_ptr() == cached.model.embed_tokens.weight.data_ptr()

@@ -88,6 +88,20 @@ def test_part1_verdicts_at_smoke(smoke):
 
 
 @pytest.mark.notebooks
+def test_part2b_token_ranges_do_not_overlap(smoke):
+    doc = results.read("03_adaptive_gating", "smoke", smoke[0])
+    ranges = doc["figures"]["ranges"]
+    assert {"smollm2-135m", "neox-seq", "neox-par"} <= set(ranges)
+    for model, splits in ranges.items():
+        train = splits["train"]
+        assert {"fit", "gate", "select"} <= set(train)
+        spans = sorted(train.values())
+        for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+            assert a0 < a1 <= b0 < b1, (model, train)
+        assert splits["validation"]["eval"][1] > 0  # evaluation: another split
+
+
+@pytest.mark.notebooks
 def test_rerun_gives_identical_figures(smoke, tmp_path):
     res, _ = smoke
     runner.run("01", profile="smoke", seed=0, results_dir=tmp_path / "r", build_dir=tmp_path / "b")

@@ -62,3 +62,18 @@ def test_string_choices():
     with pytest.raises(ParameterError, match="valid: bfloat16, float32"):
         profiles.validate("02", profile="ci", dtype="float16")
     assert profiles.validate("02", profile="ci", corpus="shakespeare")["corpus"] == "shakespeare"
+
+
+@pytest.mark.parametrize("value", ["linear,bogus", "pca-2", "linear,linear", ""])
+def test_gate_list_is_checked(value):
+    with pytest.raises(ParameterError, match="pca-2, pca-6, pca-12, mlp-16"):
+        profiles.validate("03", profile="ci", gates=value)
+
+
+def test_gate_list_and_shared_pair_settings():
+    s = profiles.validate("03", profile="ci", gates="linear,mlp-16")
+    assert s["gates"] == "linear,mlp-16"
+    for p in profiles.PROFILES:  # Part II.a and II.b train the same (cached) pair
+        a, b = profiles.CHAPTERS["02"].settings[p], profiles.CHAPTERS["03"].settings[p]
+        assert {k: v for k, v in a.items() if k.startswith("pair_")} == \
+            {k: v for k, v in b.items() if k.startswith("pair_")}

@@ -3,7 +3,8 @@
 Three layouts of `transformers` models are known: GPT-2 (`transformer.h[i].mlp`, sequential
 residual), GPT-NeoX/Pythia (`gpt_neox.layers[i].mlp`, parallel residual) and Llama/SmolLM2
 (`model.layers[i].mlp`, gated SiLU MLP). Activations are addressed by stable names,
-`layers.7.mlp.in` and `layers.7.mlp.out` (the MLP's own input, after the pre-MLP norm).
+`layers.7.mlp.in` and `layers.7.mlp.out` (the MLP's own input, after the pre-MLP norm), and
+`layers.7.mlp.resid`: the residual stream that norm reads (recorded with `resid=True`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Layout:
     blocks_attr: str
     embed: Callable  # (model, ids) -> (hidden (B,T,d), block kwargs)
     final_norm: Callable  # model -> the norm applied before the LM head
+    mlp_norm: str  # attribute of a block: the norm whose output the MLP reads
 
     def head(self, model, h):
         """Logits from the last block's hidden states: (B, T, vocab)."""
@@ -51,13 +53,13 @@ def _rotary_embed(body, embed):
 
 LAYOUTS = {
     "gpt2": Layout("gpt2", lambda m: m.transformer, "h", _gpt2_embed,
-                   lambda m: m.transformer.ln_f),
+                   lambda m: m.transformer.ln_f, "ln_2"),
     "gpt_neox": Layout("gpt_neox", lambda m: m.gpt_neox, "layers",
                        _rotary_embed(lambda m: m.gpt_neox, "embed_in"),
-                       lambda m: m.gpt_neox.final_layer_norm),
+                       lambda m: m.gpt_neox.final_layer_norm, "post_attention_layernorm"),
     "llama": Layout("llama", lambda m: m.model, "layers",
                     _rotary_embed(lambda m: m.model, "embed_tokens"),
-                    lambda m: m.model.norm),
+                    lambda m: m.model.norm, "post_attention_layernorm"),
 }
 
 
@@ -93,7 +95,7 @@ class MLPCapture:
     """
 
     def __init__(self, model, layers=None, max_tokens: int = 10_000,
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, resid: bool = False):
         self.model = model
         self.layers = list(range(len(mlps(model)))) if layers is None else list(layers)
         # default: the model's own dtype, so recording is a plain copy and loses nothing
@@ -102,6 +104,8 @@ class MLPCapture:
         d_in = model.config.hidden_size
         self.inputs = {l: torch.empty(max_tokens, d_in, dtype=dtype) for l in self.layers}
         self.outputs = {l: torch.empty(max_tokens, d_in, dtype=dtype) for l in self.layers}
+        self.resids = ({l: torch.empty(max_tokens, d_in, dtype=dtype) for l in self.layers}
+                       if resid else {})
         self.n = 0  # rows filled
         self.keep: torch.Tensor | None = None
         self._handles = []
@@ -119,10 +123,25 @@ class MLPCapture:
             self._pending[layer] = k
         return hook
 
+    def _resid_hook(self, layer):
+        def hook(module, args):
+            r = args[0].detach()
+            if self.keep is not None:
+                r = r[self.keep]
+            r = r.reshape(-1, r.shape[-1])
+            k = min(self.max_tokens - self.n, r.shape[0])
+            self.resids[layer][self.n:self.n + k] = r[:k].to(self.dtype)
+        return hook
+
     def __enter__(self):
         mods = mlps(self.model)
+        norm = layout(self.model).mlp_norm
         for l in self.layers:
             self._handles.append(mods[l].register_forward_hook(self._hook(l)))
+            if self.resids:
+                block = blocks(self.model)[l]
+                self._handles.append(
+                    getattr(block, norm).register_forward_pre_hook(self._resid_hook(l)))
         # advance the row counter once per forward, after every layer has written
         self._handles.append(self.model.register_forward_hook(self._advance))
         return self
@@ -143,9 +162,12 @@ class MLPCapture:
         return self.n >= self.max_tokens
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        """`layers.L.mlp.in` / `layers.L.mlp.out`: the recorded rows."""
+        """`layers.L.mlp.in` / `.out` / `.resid`: the recorded rows."""
         parts = name.split(".")
-        if len(parts) != 4 or parts[0] != "layers" or parts[2] != "mlp" or parts[3] not in ("in", "out"):
-            raise KeyError(f"expected 'layers.<L>.mlp.in' or '.out', got {name!r}")
-        buf = self.inputs if parts[3] == "in" else self.outputs
+        kinds = {"in": self.inputs, "out": self.outputs, "resid": self.resids}
+        if (len(parts) != 4 or parts[0] != "layers" or parts[2] != "mlp"
+                or parts[3] not in kinds or (parts[3] == "resid" and not self.resids)):
+            raise KeyError(f"expected 'layers.<L>.mlp.in', '.out' or (with resid=True) "
+                           f"'.resid', got {name!r}")
+        buf = kinds[parts[3]]
         return buf[int(parts[1])][: self.n]

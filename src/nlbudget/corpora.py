@@ -12,7 +12,6 @@ Every corpus is a list of paragraphs in source order, cached as JSON with its SH
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
@@ -20,9 +19,9 @@ import re
 import shutil
 import subprocess
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from . import paths
 from .assets import AssetUnavailable, apt_download, pip_download, sha256, verify
@@ -322,3 +321,27 @@ def token_windows(text: str, tokenizer, length: int, n_windows: int | None = Non
     if n == 0 or (n_windows is not None and n < n_windows):
         raise ValueError(f"text has {len(ids)} tokens: too few for {n_windows} windows of {length}")
     return torch.tensor(ids[: n * length]).view(n, length)
+
+
+class Span(NamedTuple):
+    """Windows cut from one token stream, and the token offsets [start, stop) they cover."""
+
+    windows: object  # torch.Tensor (n, length)
+    start: int
+    stop: int
+
+
+def consecutive_windows(ids, length: int, counts: dict[str, int]) -> dict[str, Span]:
+    """Cut a token stream into named, consecutive, non-overlapping runs of windows (P3 §4:
+    separate token ranges for surrogate fit, gate training and evaluation)."""
+    import torch
+
+    ids = torch.as_tensor(ids).flatten()
+    need = sum(counts.values()) * length
+    if len(ids) < need:
+        raise ValueError(f"stream has {len(ids)} tokens; {need} needed for {counts}")
+    out, pos = {}, 0
+    for name, n in counts.items():
+        out[name] = Span(ids[pos:pos + n * length].view(n, length), pos, pos + n * length)
+        pos += n * length
+    return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import socket
 import zipfile
 from dataclasses import dataclass
@@ -93,6 +94,31 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+def _dequantized(gguf: Path, d: Path | None = None):
+    """The GGUF model de-quantized to float32, cached as safetensors in `d` (default: next
+    to the GGUF file). De-quantizing takes ~20 s; reading the cache, a second or two."""
+    from safetensors.torch import load_model, save_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    d = d or gguf.parent / "dequantized"
+    if (d / "model.safetensors").is_file():
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d))
+        load_model(model, d / "model.safetensors")
+        return model
+    with contextlib.redirect_stderr(io.StringIO()):  # silence the de-quantizing bar
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tmp = d.with_name(d.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    AutoConfig.for_model(**config).save_pretrained(tmp)
+    save_model(model, tmp / "model.safetensors")  # handles the tied embedding
+    shutil.rmtree(d, ignore_errors=True)
+    tmp.replace(d)
+    return model
+
+
 def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = None):
     """Return `(model, tokenizer)` for an offline model name, a local directory or a hub id.
     The model is in eval mode, on the CPU, in `dtype`."""
@@ -106,8 +132,7 @@ def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = Non
         else:
             tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             tok.save_pretrained(tok_dir)  # later loads take milliseconds, not seconds
-        with contextlib.redirect_stderr(io.StringIO()):  # silence the de-quantizing bar
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = _dequantized(gguf)
     elif Path(name).is_dir():
         tok = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name)

@@ -138,3 +138,148 @@ def symmetry_experiments(lm: dict, modular: dict, gates: list, cost=None):
     axes[2].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _percent_axis(ax, which="y"):
+    fmt = mpl.ticker.FuncFormatter(lambda v, _: f"{100 * v:g}%")
+    (ax.yaxis if which == "y" else ax.xaxis).set_major_formatter(fmt)
+
+
+def gate_costs(per_layer: list, title: str = ""):
+    """Per layer: the cost of the layer all-linear and gated (g > ½), with 95 % intervals
+    (top), and the share of tokens the gate routes to the surrogate (bottom)."""
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 5), sharex=True,
+                                  gridspec_kw={"height_ratios": [2.2, 1]})
+    layers = np.array([r["layer"] for r in per_layer])
+    for key, label, style, dx in (("all_linear", "all-linear", "s-", -0.12),
+                                  ("gate", "gated (d+1 gate, g > ½)", "o-", 0.12)):
+        c = np.array([r[key]["cost"] for r in per_layer])
+        lo = np.array([r[key]["ci"][0] for r in per_layer])
+        hi = np.array([r[key]["ci"][1] for r in per_layer])
+        ax.errorbar(layers + dx, c, yerr=[c - lo, hi - c], fmt=style, ms=3, lw=1, capsize=2,
+                    label=label)
+    _symlog_percent(ax)
+    ax.axhline(0.01, color="grey", ls=":", lw=1)
+    ax.set_ylabel("perplexity change")
+    ax.legend()
+    ax.set_title(title)
+    ax2.bar(layers, [r["gate"]["routed"] for r in per_layer], color=COLORS["linear"])
+    ax2.axhline(0.25, color="grey", ls=":", lw=1)
+    _percent_axis(ax2)
+    ax2.set_ylabel("routed linear")
+    ax2.set_xlabel("layer")
+    fig.tight_layout()
+    return fig
+
+
+def routing_curves(rows: list, max_cost: float = 0.01):
+    """Cost against the share routed linear as the gate's threshold moves, one line per
+    layer; the other gate kinds at threshold ½ as markers."""
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    markers = {"pca-2": "^", "pca-6": "v", "pca-12": "D", "mlp-16": "P"}
+    for i, r in enumerate(rows):
+        color = f"C{i}"
+        pts = r["curve"]
+        ax.plot([p["routed"] for p in pts], [p["cost"] for p in pts], "o-", color=color,
+                label=f"layer {r['layer']}")
+        for k, v in r["kinds"].items():
+            if k in markers:
+                ax.plot(v["routed"], v["cost"], markers[k], color=color, ms=7, mfc="none",
+                        label=k if i == 0 else None)
+    ax.axhline(max_cost, color="grey", ls=":", lw=1)
+    _symlog_percent(ax)
+    _percent_axis(ax, "x")
+    ax.set_xlabel("share of tokens routed to the linear surrogate")
+    ax.set_ylabel("perplexity change")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def auc_parts(per_layer: list, paper=None):
+    """Gate AUC per layer for the inputs it reads — the full MLP input x, only the token
+    embedding e, only the context c = r − e — with 95 % intervals; the paper's points dashed."""
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    names = {"linear:x": "full (MLP input x)", "linear:c": "context c = r − e",
+             "linear:e": "token e"}
+    for i, (key, label) in enumerate(names.items()):
+        rows = [r for r in per_layer if key in r["auc"]]
+        layers = np.array([r["layer"] for r in rows])
+        a = np.array([r["auc"][key] for r in rows], dtype=float)
+        ax.errorbar(layers + (i - 1) * 0.15, a[:, 0], yerr=[a[:, 0] - a[:, 1], a[:, 2] - a[:, 0]],
+                    fmt="o-", ms=3, lw=1, capsize=2, label=label)
+    if paper is not None:
+        for name, (x, aucs) in paper.items():
+            ax.plot(x, aucs, "s--", ms=4, lw=0.8, alpha=0.7, label=f"{name} (paper)")
+    ax.axhline(0.5, color="grey", lw=0.8)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("AUC on held-out tokens")
+    ax.legend(fontsize=8, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def delta_quantiles(rows: list):
+    """The quantile function of δ = L_lin − L_full for a few layers: flat near zero for
+    most tokens, a thin tail of tokens that need the MLP."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for r in rows:
+        q = r["delta_quantiles"]
+        ax.plot(100 * np.array(q["q"]), q["delta"], lw=1.8, label=f"layer {r['layer']}")
+    ax.set_yscale("symlog", linthresh=0.05)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.axhspan(-0.05, 0.05, color="grey", alpha=0.15, lw=0)
+    ax.set_xlabel("percentile of tokens")
+    ax.set_ylabel("δ = loss linear − loss full (nats)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def compound_curve(runs: dict, paper=None):
+    """Compound gating: held-out perplexity change (left) and FLOPs saved (right) against
+    the number of layers gated at once, per model; the chosen number marked."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for i, (name, c) in enumerate(runs.items()):
+        ks = sorted(int(k) for k in c["held_out"])
+        cost = [c["held_out"][str(k)]["cost"] for k in ks]
+        ax.plot(ks, cost, "o-", color=f"C{i}", label=name)
+        ax2.plot(ks, [c["held_out"][str(k)]["flops_saved"] for k in ks], "o-", color=f"C{i}",
+                 label=name)
+        if c["k_star"]:
+            ax.plot(c["k_star"], c["chosen"]["cost"], "*", ms=14, color=f"C{i}")
+    if paper is not None:
+        for name, (k, cost, saved) in paper.items():
+            ax.plot(k, cost, "s", ms=8, mfc="none", color="k", label=f"{name}, all gates (paper data)")
+            ax2.plot(k, saved, "s", ms=8, mfc="none", color="k")
+    ax.axhline(0.01, color="grey", ls=":", lw=1)
+    _symlog_percent(ax)
+    ax.set_xlabel("layers gated at once")
+    ax.set_ylabel("perplexity change (held out)")
+    ax.legend(fontsize=8)
+    _percent_axis(ax2)
+    ax2.set_xlabel("layers gated at once")
+    ax2.set_ylabel("forward FLOPs saved")
+    fig.tight_layout()
+    return fig
+
+
+def two_phase(runs: dict):
+    """Validation perplexity: start, after phase 1 (middle layers linear, fine-tuned),
+    after phase 2 (gates trained; soft and hard routing), and the equal-compute control."""
+    keys = [("start_ppl", "start"), ("phase1_ppl", "phase 1\nlinear + FT"),
+            ("phase2_soft_ppl", "phase 2\nsoft gates"), ("phase2_hard_ppl", "phase 2\nhard gates"),
+            ("control_ppl", "control\nFT only")]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    w = 0.8 / len(runs)
+    for i, (name, r) in enumerate(runs.items()):
+        x = np.arange(len(keys)) + (i - (len(runs) - 1) / 2) * w
+        ax.bar(x, [r[k] for k, _ in keys], width=w, label=name)
+    ax.set_xticks(np.arange(len(keys)), [label for _, label in keys])
+    lo = min(r[k] for r in runs.values() for k, _ in keys)
+    hi = max(r[k] for r in runs.values() for k, _ in keys)
+    ax.set_ylim(lo - 0.3 * (hi - lo) - 1e-9, hi + 0.2 * (hi - lo) + 1e-9)
+    ax.set_ylabel("validation perplexity")
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -15,7 +15,27 @@ PROFILES = ("smoke", "ci", "paper")
 RUN_PARAMETERS = ("profile", "seed", "results_dir")
 #: Settings that take one of a few strings.
 CHOICES = {"dtype": ("bfloat16", "float32"),
-           "corpus": ("pydocs", "shakespeare", "wikitext-103")}
+           "corpus": ("pydocs", "shakespeare", "wikitext-103"),
+           "cross_corpus": ("pydocs", "shakespeare", "wikitext-103", "lambada")}
+
+
+#: The matched pair of small models trained from scratch (Part II): the same settings in
+#: every chapter that uses it, so the cached checkpoints are shared.
+PAIR = {
+    "smoke": dict(pair_layers=3, pair_d_model=64, pair_context=64, pair_batch=8,
+                  pair_vocab=512, pair_steps=10, pair_eval_windows=8),
+    "ci": dict(pair_layers=6, pair_d_model=128, pair_context=128, pair_batch=16,
+               pair_vocab=4096, pair_steps=500, pair_eval_windows=128),
+    "paper": dict(pair_layers=6, pair_d_model=256, pair_context=256, pair_batch=32,
+                  pair_vocab=8192, pair_steps=4000, pair_eval_windows=256),
+}
+
+#: Part II.b's gate kinds: P3's d+1 logistic gate, its larger gates (PCA to k dims +
+#: logistic) and a small MLP gate. `linear` is required: routing and compound gating use it.
+GATE_KINDS = ("linear", "pca-2", "pca-6", "pca-12", "mlp-16")
+GATES = ",".join(GATE_KINDS)
+#: Settings that hold a comma-separated list of choices.
+LIST_CHOICES = {"gates": GATE_KINDS}
 
 
 class ParameterError(ValueError):
@@ -53,23 +73,43 @@ CHAPTERS: dict[str, Chapter] = {
             {
                 "smoke": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16",
                               window=32, fit_windows=8, eval_windows=4, batch_size=4,
-                              pair_layers=3, pair_d_model=64, pair_context=64, pair_batch=8,
-                              pair_vocab=512,
-                              pair_steps=10, pair_eval_windows=8, ft_steps=2, ft_lr=1e-4,
-                              n_boot=100),
+                              **PAIR["smoke"], ft_steps=2, ft_lr=1e-4, n_boot=100),
                 "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16",
                            window=256, fit_windows=40, eval_windows=32, batch_size=8,
-                           pair_layers=6, pair_d_model=128, pair_context=128, pair_batch=16,
-                           pair_vocab=4096, pair_steps=500, pair_eval_windows=128, ft_steps=40, ft_lr=1e-4,
-                           n_boot=1000),
+                           **PAIR["ci"], ft_steps=40, ft_lr=1e-4, n_boot=1000),
                 "paper": dict(models="gpt2-medium,gpt2-large,EleutherAI/pythia-160m,"
                               "EleutherAI/pythia-410m,EleutherAI/pythia-1b,"
                               "EleutherAI/pythia-2.8b",
                               corpus="wikitext-103", dtype="float32",
                               window=512, fit_windows=20, eval_windows=100, batch_size=8,
-                              pair_layers=6, pair_d_model=256, pair_context=256,
-                              pair_batch=32, pair_vocab=8192, pair_steps=4000, pair_eval_windows=256,
-                              ft_steps=200, ft_lr=1e-4, n_boot=10000),
+                              **PAIR["paper"], ft_steps=200, ft_lr=1e-4, n_boot=10000),
+            },
+        ),
+        Chapter(
+            "03",
+            "03_adaptive_gating",
+            "II",
+            "Adaptive gating: which tokens need the MLP?",
+            {
+                "smoke": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
+                              dtype="bfloat16", window=32, fit_windows=8, gate_windows=6,
+                              select_windows=4, eval_windows=4, batch_size=4, gates="linear,pca-2,mlp-16",
+                              curve_layers=2, nofly_windows=4, max_cost=0.01,
+                              **PAIR["smoke"], phase1_steps=2, phase2_steps=2, ft_lr=1e-4,
+                              gate_lr=1e-3, sparsity=0.1, n_boot=50),
+                "ci": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
+                           dtype="bfloat16", window=256, fit_windows=40, gate_windows=12,
+                           select_windows=8, eval_windows=10, batch_size=8, gates=GATES, curve_layers=3,
+                           nofly_windows=24, max_cost=0.01, **PAIR["ci"], phase1_steps=20,
+                           phase2_steps=20, ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1,
+                           n_boot=1000),
+                "paper": dict(models="gpt2-medium,EleutherAI/pythia-410m",
+                              corpus="wikitext-103", cross_corpus="lambada",
+                              dtype="float32", window=512, fit_windows=20, gate_windows=60,
+                              select_windows=20, eval_windows=24, batch_size=8, gates=GATES, curve_layers=6,
+                              nofly_windows=100, max_cost=0.01, **PAIR["paper"],
+                              phase1_steps=2000, phase2_steps=3000, ft_lr=2e-5,
+                              gate_lr=1e-3, sparsity=0.1, n_boot=10000),
             },
         ),
         Chapter(
@@ -153,6 +193,13 @@ def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | No
         if name in CHOICES and value not in CHOICES[name]:
             raise ParameterError(f"parameter {name}={value!r} is not valid; valid: "
                                  f"{', '.join(CHOICES[name])}")
+        if name in LIST_CHOICES:
+            items = value.split(",")
+            bad = [v for v in items if v not in LIST_CHOICES[name]]
+            if bad or "linear" not in items or len(set(items)) != len(items):
+                raise ParameterError(
+                    f"parameter {name}={value!r} is not valid: a comma-separated list, without "
+                    f"repeats, including 'linear', of: {', '.join(LIST_CHOICES[name])}")
         settings[name] = value
     return {"chapter": ch.stem, "profile": profile, "seed": seed, **settings}
 

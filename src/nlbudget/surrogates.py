@@ -32,7 +32,9 @@ class LinearSurrogate(nn.Module):
         self.register_buffer("b", b)  # (d_out,)
 
     def forward(self, x):  # (..., d_in)
-        return (x.to(self.W.dtype) @ self.W + self.b).to(x.dtype)
+        shape = x.shape
+        y = torch.addmm(self.b, x.reshape(-1, shape[-1]).to(self.W.dtype), self.W)
+        return y.view(*shape[:-1], -1).to(x.dtype)
 
 
 def fit_ridge(X: torch.Tensor, Y: torch.Tensor, lam: float = RIDGE_LAMBDA,
@@ -330,3 +332,110 @@ def ablation_cost(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
     with replaced(model, {l: Ablated() for l in range(len(blocks(model)))}):
         ablated = perplexity(eval_nll(model, windows, batch_size))
     return {"ppl": base, "ppl_mlps_ablated": ablated, "cost": ablated / base - 1}
+
+
+class SoftGatedMLP(nn.Module):
+    """P3 §5, phase 2: g·MLP(x) + (1 − g)·(xW + b) with g = σ(net(x)), a per-layer gate
+    (d → 32 → 1, initialised near 0, i.e. near linear). The MLP and surrogate are frozen;
+    with `hard`, each token takes one path (MLP where g > ½), for evaluation."""
+
+    def __init__(self, mlp: nn.Module, surrogate: nn.Module, d: int, hidden: int = 32):
+        super().__init__()
+        self.mlp, self.surrogate = mlp.requires_grad_(False), surrogate
+        self.net = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        nn.init.zeros_(self.net[2].weight)
+        nn.init.constant_(self.net[2].bias, -3.0)
+        self.hard = False
+        self.last_gate = None
+
+    def forward(self, x):
+        g = torch.sigmoid(self.net(x))
+        self.last_gate = g
+        if self.hard:
+            g = (g > 0.5).to(x.dtype)
+        return g * self.mlp(x) + (1 - g) * self.surrogate(x)
+
+
+def two_phase_linearization(model, layers: list[int], fit_windows: torch.Tensor,
+                            train_stream: torch.Tensor, val_windows: torch.Tensor,
+                            phase1_steps: int, phase2_steps: int, lr: float, gate_lr: float,
+                            sparsity: float, batch_size: int, context: int, seed: int,
+                            progress=None) -> dict:
+    """P3 §5.3 on a copy of `model`. Phase 1: replace the MLPs of `layers` by frozen ridge
+    surrogates and fine-tune everything else. Phase 2: freeze all of it, put the original
+    MLPs back behind soft gates (`SoftGatedMLP`) and train only the gates, on LM loss plus
+    `sparsity` × mean gate (after a 10 % warm-up). The control fine-tunes the unmodified
+    model for phase1 + phase2 steps. Returns validation perplexities and gate statistics."""
+    import copy
+
+    from .training import lm_step, random_windows
+
+    def val_ppl(m):
+        m.eval()
+        return perplexity(eval_nll(m, val_windows))
+
+    def tick():
+        if progress is not None:
+            progress.update(1)
+
+    start = val_ppl(model)
+    m = copy.deepcopy(model)
+    originals = {l: copy.deepcopy(blocks(model)[l].mlp) for l in layers}
+    fits, _ = fit_layers(m, fit_windows, layers=layers)
+    for l in layers:
+        blocks(m)[l].mlp = fits[l]
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=lr,
+                            betas=(0.9, 0.95), weight_decay=0.0)
+    for _ in range(phase1_steps):
+        lm_step(m, random_windows(train_stream, batch_size, context, gen), opt)
+        tick()
+    after1 = val_ppl(m)
+
+    m.requires_grad_(False)
+    d = m.config.hidden_size
+    gated = {l: SoftGatedMLP(originals[l], fits[l], d) for l in layers}
+    for l in layers:
+        blocks(m)[l].mlp = gated[l]
+        gated[l].net.requires_grad_(True)
+    params = [p for g in gated.values() for p in g.net.parameters()]
+    opt = torch.optim.Adam(params, lr=gate_lr)
+    warm = phase2_steps // 10
+    for step in range(phase2_steps):
+        m.train()
+        batch = random_windows(train_stream, batch_size, context, gen)
+        loss = m(input_ids=batch, labels=batch).loss
+        if step >= warm:
+            loss = loss + sparsity * torch.stack([g.last_gate.mean() for g in gated.values()]).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        tick()
+    soft = val_ppl(m)
+    with torch.no_grad():  # gate statistics over all validation tokens
+        use_mlp = {l: [] for l in layers}
+        hooks = [g.register_forward_hook(lambda mod, a, o, l=l: use_mlp[l].append(
+            mod.last_gate.flatten())) for l, g in gated.items()]
+        m.eval()
+        eval_nll(m, val_windows)
+        for h in hooks:
+            h.remove()
+    gate_vals = {l: torch.cat(v) for l, v in use_mlp.items()}
+    for g in gated.values():
+        g.hard = True
+    hard = val_ppl(m)
+
+    control = copy.deepcopy(model)
+    opt = torch.optim.AdamW(control.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(phase1_steps + phase2_steps):
+        lm_step(control, random_windows(train_stream, batch_size, context, gen), opt)
+        tick()
+    return {"layers": list(layers), "start_ppl": start, "phase1_ppl": after1,
+            "phase2_soft_ppl": soft, "phase2_hard_ppl": hard, "control_ppl": val_ppl(control),
+            "mean_gate": {l: float(v.mean()) for l, v in gate_vals.items()},
+            "share_linear_hard": {l: float((v <= 0.5).double().mean())
+                                  for l, v in gate_vals.items()},
+            "steps": {"phase1": phase1_steps, "phase2": phase2_steps,
+                      "control": phase1_steps + phase2_steps}}
