@@ -113,6 +113,23 @@ CHAPTERS: dict[str, Chapter] = {
             },
         ),
         Chapter(
+            "04",
+            "04_fixed_universal",
+            "III",
+            "Fixed universal transformers: programming through the embedding",
+            {
+                "smoke": dict(ru_widths="2,8", ru_steps=20, dyck_len=8, hop_len=8, hops="1",
+                              hop_vocab=4, heads=2, layers=2, d=2, m=16, steps=8, batch=16,
+                              seeds=1, lr=1e-2, n_test=200),
+                "ci": dict(ru_widths="2,4,8,16,32,64", ru_steps=300, dyck_len=16, hop_len=16,
+                           hops="1", hop_vocab=6, heads=2, layers=2, d=4, m=64, steps=600,
+                           batch=64, seeds=2, lr=5e-3, n_test=1000),
+                "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, dyck_len=40,
+                              hop_len=32, hops="1,2,3,4", hop_vocab=8, heads=2, layers=3, d=8,
+                              m=256, steps=5000, batch=128, seeds=5, lr=3e-3, n_test=5000),
+            },
+        ),
+        Chapter(
             "06",
             "06_does_symmetry_matter",
             "I",

@@ -1,0 +1,331 @@
+"""P2: transformers with fixed internal weights, programmed only through the embedding.
+
+The paper's construction is not available (only its abstract and a summary), so the explicit
+construction here is the book's own: `SparseUT` is a universal transformer for the class of
+attention-only transformers with H heads, L layers and width d, whose attention weights are
+fixed {0, 1} matrices that only select and move d-wide blocks of its residual stream. A target
+is "compiled" into an embedding E′ (`SparseUT.program`) and the UT then reproduces the
+target's hidden states exactly.
+
+The idea. With a residual stream and no nonlinearity other than softmax, a target's hidden
+state is a sum over *paths*: h^l = Σ_α P_α X E M_α, where α is the sequence of heads the path
+went through, P_α the product of their (input-dependent) attention matrices and M_α the product
+of their value matrices. Every quantity a later layer needs — h Q, h K, h V… — is then a sum of
+blocks P_α X (E N) for fixed matrices N that the embedding can precompute. The UT keeps one
+block per pair (α, σ): α the heads already applied, σ the right factors still pending (value
+matrices of later heads, then a query, key or output terminal). Head (t, h) of the UT sums the
+blocks whose σ is the terminal Q^t_h (its queries) and K^t_h (its keys) — which reproduces the
+target's attention pattern — and applies it to every block whose next pending factor is
+V^t_h, moving it to (α + (t, h), σ minus that factor). The number of blocks grows like
+(H + 1)^L: this is an attention-matching construction, exponential in depth, not the paper's
+O(HLd).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import product
+
+import torch
+
+# ------------------------------------------------------------------ targets
+
+
+@dataclass
+class AttentionOnly:
+    """An attention-only transformer: h⁰ = E[x]; h^t = [h^{t−1} +] Σ_h A^t_h h^{t−1} V^t_h with
+    A^t_h = causal softmax(h^{t−1} Q^t_h (h^{t−1} K^t_h)ᵀ). Weights (L, H, d, d), float64."""
+
+    E: torch.Tensor  # (vocab, d)
+    Q: torch.Tensor  # (L, H, d, d)
+    K: torch.Tensor
+    V: torch.Tensor
+    residual: bool = True
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        L, H, d, _ = self.Q.shape
+        return H, L, d
+
+
+def random_target(vocab: int, d: int, H: int, L: int, residual: bool = True, seed: int = 0,
+                  scale: float = 1.0) -> AttentionOnly:
+    """Gaussian weights (std scale/√d), float64."""
+    g = torch.Generator().manual_seed(seed)
+
+    def w(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64) * scale / d ** 0.5
+
+    return AttentionOnly(torch.randn(vocab, d, generator=g, dtype=torch.float64),
+                         w(L, H, d, d), w(L, H, d, d), w(L, H, d, d), residual)
+
+
+def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Row-wise softmax over positions ≤ the row's own: (…, T, T)."""
+    T = scores.shape[-1]
+    mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(1)
+    return scores.masked_fill(mask, float("-inf")).softmax(-1)
+
+
+def target_forward(t: AttentionOnly, ids: torch.Tensor) -> torch.Tensor:
+    """Hidden states after the last layer: (B, T, d)."""
+    h = t.E[ids]
+    L, H = t.Q.shape[:2]
+    for l in range(L):
+        out = sum(causal_softmax((h @ t.Q[l, k]) @ (h @ t.K[l, k]).transpose(-1, -2))
+                  @ (h @ t.V[l, k]) for k in range(H))
+        h = h + out if t.residual else out
+    return h
+
+
+# ------------------------------------------------------------------ the explicit construction
+
+# a pending factor: ("V", layer, head), and a terminal: ("Q", layer, head), ("K", layer, head)
+# or ("O",) for the output
+Op = tuple
+
+
+def _words(H: int, L: int, residual: bool) -> list[tuple[Op, ...]]:
+    """Every product of right factors some block needs: value factors at increasing layers,
+    then a terminal. Without a residual stream, a path takes exactly one head per layer."""
+    out = []
+    terminals = [(("Q", t, h), t) for t in range(L) for h in range(H)]
+    terminals += [(("K", t, h), t) for t in range(L) for h in range(H)] + [(("O",), L)]
+    for term, t in terminals:
+        if residual:
+            for layers in product([False, True], repeat=t):
+                chosen = [l for l in range(t) if layers[l]]
+                for heads in product(range(H), repeat=len(chosen)):
+                    out.append(tuple(("V", l, h) for l, h in zip(chosen, heads)) + (term,))
+        else:
+            for heads in product(range(H), repeat=t):
+                out.append(tuple(("V", l, h) for l, h in enumerate(heads)) + (term,))
+    return out
+
+
+@dataclass
+class SparseUT:
+    """The book's {0,1} universal transformer for attention-only targets of shape (H, L, d),
+    with or without a residual stream (the UT itself always has one)."""
+
+    H: int
+    L: int
+    d: int
+    residual_target: bool = True
+    slots: list = field(init=False)  # (applied heads α, pending factors σ)
+
+    def __post_init__(self):
+        slots = []
+        for w in _words(self.H, self.L, self.residual_target):
+            n_v = len(w) - 1
+            for j in range(n_v + 1):  # α = the first j value factors, applied
+                slots.append((tuple((op[1], op[2]) for op in w[:j]), w[j:]))
+        self.slots = slots
+        self.index = {s: i for i, s in enumerate(slots)}
+        self._build()
+
+    @property
+    def m(self) -> int:
+        """Width of the UT's residual stream."""
+        return len(self.slots) * self.d
+
+    def _block(self, i: int) -> slice:
+        return slice(i * self.d, (i + 1) * self.d)
+
+    def _build(self):
+        H, L, d, m = self.H, self.L, self.d, self.m
+        eye = torch.eye(d, dtype=torch.float64)
+        self.Qs = torch.zeros(L, H, m, d, dtype=torch.float64)
+        self.Ks = torch.zeros(L, H, m, d, dtype=torch.float64)
+        self.Vs = torch.zeros(L, H, m, m, dtype=torch.float64)
+        self.R = torch.zeros(m, d, dtype=torch.float64)
+        for i, (alpha, sigma) in enumerate(self.slots):
+            b = self._block(i)
+            head = sigma[0]
+            if len(sigma) == 1:  # a terminal block: read as queries, keys or output
+                if head[0] == "O":
+                    self.R[b] = eye
+                else:
+                    (self.Qs if head[0] == "Q" else self.Ks)[head[1], head[2], b] = eye
+            else:  # a value factor pending: head (t, h) moves the block on
+                _, t, h = head
+                j = self.index[(alpha + ((t, h),), sigma[1:])]
+                self.Vs[t, h, b, self._block(j)] = eye
+
+    def program(self, target: AttentionOnly) -> torch.Tensor:
+        """The embedding E′ (vocab, m) that makes this UT compute `target`: the block of
+        slot ((), σ) holds E times the product of σ's factors; every other block is 0."""
+        if target.shape != (self.H, self.L, self.d) or target.residual != self.residual_target:
+            raise ValueError(f"target of shape {target.shape} (residual {target.residual}) "
+                             f"does not fit a UT for {(self.H, self.L, self.d)} "
+                             f"(residual {self.residual_target})")
+        mats = {"V": target.V, "Q": target.Q, "K": target.K}
+        Ep = torch.zeros(target.E.shape[0], self.m, dtype=torch.float64)
+        for i, (alpha, sigma) in enumerate(self.slots):
+            if alpha:
+                continue
+            block = target.E
+            for op in sigma:
+                if op[0] != "O":
+                    block = block @ mats[op[0]][op[1], op[2]]
+            Ep[:, self._block(i)] = block
+        return Ep
+
+    def forward(self, Ep: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The UT's residual stream after the last layer: (B, T, m)."""
+        h = Ep[ids]
+        for t in range(self.L):
+            h = h + sum(causal_softmax((h @ self.Qs[t, k]) @ (h @ self.Ks[t, k]).transpose(-1, -2))
+                        @ (h @ self.Vs[t, k]) for k in range(self.H))
+        return h
+
+    def simulate(self, Ep: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The target's hidden states, read out of the UT's stream by the fixed 0/1 map R."""
+        return self.forward(Ep, ids) @ self.R
+
+    @property
+    def nonzeros(self) -> int:
+        return int(sum((M != 0).sum() for M in (self.Qs, self.Ks, self.Vs, self.R)))
+
+
+def width(H: int, L: int, d: int, residual: bool = True) -> int:
+    """m of `SparseUT(H, L, d)` in closed form: d × (number of (α, σ) blocks)."""
+    total = 0
+    for t in range(L + 1):  # terminal layer t (t = L: the output)
+        n_term = 1 if t == L else 2 * H
+        if residual:  # words with k value factors among t layers; each has k + 1 splits
+            total += n_term * sum(math.comb(t, k) * H ** k * (k + 1) for k in range(t + 1))
+        else:
+            total += n_term * H ** t * (t + 1)
+    return d * total
+
+
+# ------------------------------------------------------------------ trainable programs
+
+class FrozenTransformer(torch.nn.Module):
+    """A small causal transformer for P2's experiments: width m, H heads, L layers, optional
+    residual stream, pre-LayerNorm (no affine parameters) and MLP; the last position's state
+    is read out by U. The embedding — the program — is a token table E plus a position table
+    P (without positions, no model here can find "the token after the previous occurrence"). `kind` sets the internal weights: "sparse" (the fixed 0/1 matrices of
+    `SparseUT(H, L, d)`, m = its width), "random" (i.i.d. Gaussian, fixed) or "trained"
+    (Gaussian initialisation, trained with E and U). With `looped`, one layer's weights are
+    used at every depth. Internal weights are parameters either way; only E and U require
+    gradients unless kind = "trained"; "E and U" below always means E, P and U."""
+
+    def __init__(self, kind: str, vocab: int, n_out: int, H: int, L: int, d: int,
+                 m: int | None = None, residual: bool = True, layernorm: bool = False,
+                 mlp: bool = False, looped: bool = False, seed: int = 0, max_len: int = 128):
+        super().__init__()
+        if kind not in ("sparse", "random", "trained"):
+            raise ValueError(f"unknown kind {kind!r}; valid: sparse, random, trained")
+        g = torch.Generator().manual_seed(seed)
+        nn = torch.nn
+        if kind == "sparse":
+            ut = SparseUT(H, L, d)
+            m, dk = ut.m, d
+            Q, K, V = (ut.Qs.float(), ut.Ks.float(), ut.Vs.float())
+        else:
+            m = m or d
+            dk = max(1, m // H)
+            Q = torch.randn(L, H, m, dk, generator=g) / m ** 0.5
+            K = torch.randn(L, H, m, dk, generator=g) / m ** 0.5
+            V = torch.randn(L, H, m, m, generator=g) / (m * H) ** 0.5
+        if looped:
+            Q, K, V = Q[:1].expand_as(Q).clone(), K[:1].expand_as(K).clone(), V[:1].expand_as(V).clone()
+        train_inside = kind == "trained"
+        self.Q = nn.Parameter(Q, requires_grad=train_inside)
+        self.K = nn.Parameter(K, requires_grad=train_inside)
+        self.V = nn.Parameter(V, requires_grad=train_inside)
+        self.mlp = None
+        if mlp:
+            W1 = torch.randn(L, m, 4 * m, generator=g) / m ** 0.5
+            W2 = torch.randn(L, 4 * m, m, generator=g) / (4 * m) ** 0.5
+            self.W1 = nn.Parameter(W1, requires_grad=train_inside)
+            self.W2 = nn.Parameter(W2, requires_grad=train_inside)
+            self.mlp = True
+        self.E = nn.Parameter(torch.randn(vocab, m, generator=g) / m ** 0.5)
+        self.P = nn.Parameter(torch.randn(max_len, m, generator=g) / m ** 0.5)
+        self.U = nn.Parameter(torch.zeros(m, n_out))
+        self.kind, self.L, self.H, self.m = kind, L, H, m
+        self.residual, self.layernorm, self.looped = residual, layernorm, looped
+
+    def _norm(self, h):
+        return torch.nn.functional.layer_norm(h, h.shape[-1:]) if self.layernorm else h
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, n_out)
+        return self.hidden(ids)[:, -1] @ self.U
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, m)
+        T = ids.shape[1]
+        h = self.E[ids] + self.P[:T]
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        for t in range(self.L):
+            l = 0 if self.looped else t
+            z = self._norm(h)
+            q = torch.einsum("btm,hmk->bhtk", z, self.Q[l])  # all heads at once
+            k = torch.einsum("btm,hmk->bhtk", z, self.K[l])
+            v = torch.einsum("btm,hmn->bhtn", z, self.V[l])
+            a = (q @ k.transpose(-1, -2)).masked_fill(mask, float("-inf")).softmax(-1)
+            att = (a @ v).sum(1)
+            h = h + att if self.residual else att
+            if self.mlp:
+                z = self._norm(h)
+                h = h + torch.relu(z @ self.W1[l]) @ self.W2[l]
+        return h
+
+
+def train_program(model: FrozenTransformer, batches, steps: int, lr: float = 3e-3,
+                  progress=None) -> list[float]:
+    """Adam on the parameters that require gradients (E and U, or everything for a trained
+    model) with cross-entropy on the label; `batches(step)` returns (ids, labels)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr)
+    losses = []
+    for step in range(steps):
+        ids, y = batches(step)
+        loss = torch.nn.functional.cross_entropy(model(ids), y.long())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if progress is not None:
+            progress.update(1)
+    return losses
+
+
+@torch.no_grad()
+def accuracy(model: FrozenTransformer, ids: torch.Tensor, y: torch.Tensor) -> float:
+    return float((model(ids).argmax(-1) == y.long()).float().mean())
+
+
+def random_universality(target: AttentionOnly, m: int, steps: int, seed: int = 0,
+                        degenerate: bool = False, n_train: int = 256, length: int = 8,
+                        lr: float = 1e-2) -> dict:
+    """Search for a program of a fixed Gaussian UT (width m, the target's H and L, residual
+    stream) that simulates `target`: Adam on E′ and a linear read-out W (m × d) minimising the
+    squared error of every position's hidden state on `n_train` random sequences. Returns the
+    relative error ‖UT(X)W − T(X)‖ / ‖T(X)‖ on held-out sequences. With `degenerate`, the
+    UT's query matrices are 0 (rank 0): every attention pattern is uniform."""
+    H, L, d = target.shape
+    vocab = target.E.shape[0]
+    model = FrozenTransformer("random", vocab, d, H, L, d, m=m, residual=True, seed=seed)
+    if degenerate:
+        with torch.no_grad():
+            model.Q.zero_()
+    g = torch.Generator().manual_seed(seed + 1)
+    X = torch.randint(0, vocab, (n_train, length), generator=g)
+    Xt = torch.randint(0, vocab, (n_train, length), generator=g)
+    Y, Yt = target_forward(target, X).float(), target_forward(target, Xt).float()
+    opt = torch.optim.Adam([model.E, model.P, model.U], lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    for _ in range(steps):
+        loss = ((model.hidden(X) @ model.U - Y) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+    with torch.no_grad():
+        rel = float((model.hidden(Xt) @ model.U - Yt).norm() / Yt.norm())
+        rel_train = float((model.hidden(X) @ model.U - Y).norm() / Y.norm())
+    return {"m": m, "degenerate": degenerate, "rel_error": rel, "rel_error_train": rel_train}

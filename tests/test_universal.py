@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+import torch
+
+from nlbudget import tasks, universal as U
+
+
+@pytest.mark.parametrize("H,L,d,residual", [(1, 1, 3, True), (2, 3, 4, True), (2, 3, 4, False),
+                                             (3, 2, 2, True), (1, 4, 3, True),
+                                             (2, 4, 2, False), (4, 3, 2, True)])
+def test_sparse_ut_simulates_random_targets_exactly(H, L, d, residual):
+    ut = U.SparseUT(H, L, d, residual)
+    for seed in range(3):
+        t = U.random_target(11, d, H, L, residual, seed=seed, scale=2.0)
+        ids = torch.randint(0, 11, (6, 12), generator=torch.Generator().manual_seed(seed))
+        err = (ut.simulate(ut.program(t), ids) - U.target_forward(t, ids)).abs().max()
+        assert err <= 1e-9
+
+
+def test_sparse_ut_weights_are_fixed_zero_one_and_width_matches_formula():
+    ut = U.SparseUT(2, 3, 4, True)
+    for M in (ut.Qs, ut.Ks, ut.Vs, ut.R):
+        assert set(M.unique().tolist()) <= {0.0, 1.0}
+    assert ut.m == U.width(2, 3, 4, True)
+    assert U.width(2, 3, 4, False) == U.SparseUT(2, 3, 4, False).m
+    # the UT does not depend on the target: two targets, one UT, two programs
+    a, b = U.random_target(5, 4, 2, 3, seed=0), U.random_target(5, 4, 2, 3, seed=1)
+    assert not torch.equal(ut.program(a), ut.program(b))
+
+
+def test_width_grows_exponentially_in_depth():
+    ms = [U.width(2, L, 1) for L in range(1, 7)]
+    ratios = np.array(ms[1:]) / np.array(ms[:-1])
+    assert (ratios > 2.5).all()  # ≈ (H + 1) per layer, not linear
+
+
+def test_program_rejects_a_target_of_another_shape():
+    with pytest.raises(ValueError, match="does not fit"):
+        U.SparseUT(1, 2, 3).program(U.random_target(5, 3, 2, 2))
+
+
+def test_dyck_labels_match_the_reference_and_are_not_countable():
+    for length in (2, 8, 20, 40):
+        x, y = tasks.dyck(1000, length, seed=length)
+        assert x.shape == (1000, length) and y.float().mean() == 0.5
+        assert [tasks.dyck_reference(s) for s in x.tolist()] == y.tolist()
+        assert (x.sum(1) == length // 2).all()  # every string has as many ( as )
+    with pytest.raises(ValueError, match="even"):
+        tasks.dyck(4, 7, seed=0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_khop_labels_match_the_reference(k):
+    x, y = tasks.khop(1500, 24, k, vocab=6, seed=k)
+    assert [tasks.hop_reference(r, k) for r in x.tolist()] == y.tolist()
+
+
+def test_hop_on_a_hand_example():
+    # x = a b a c b a ; last = a (pos 5): previous a at 2 → pos 3 (c); c has no earlier
+    # occurrence → pos 0 (a)
+    x = [0, 1, 0, 2, 1, 0]
+    assert tasks.hop_reference(x, 1) == 2 and tasks.hop(np.array(x), 1) == 2
+    assert tasks.hop_reference(x, 2) == 0 and tasks.hop(np.array(x), 2) == 0
+
+
+@pytest.mark.parametrize("kind,extra", [("sparse", {}), ("random", {"layernorm": True}),
+                                        ("random", {"mlp": True, "looped": True})])
+def test_embedding_only_training_changes_only_E_and_U(kind, extra):
+    model = U.FrozenTransformer(kind, vocab=2, n_out=2, H=2, L=2, d=2, m=16, seed=0, **extra)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    def batches(step):
+        return tasks.dyck(32, 8, seed=step)
+
+    U.train_program(model, batches, steps=5, lr=1e-2)
+    for n, p in model.named_parameters():
+        if n in ("E", "P", "U"):
+            assert not torch.equal(p, before[n]), n
+        else:
+            assert torch.equal(p, before[n]), n
+            assert not p.requires_grad
+
+
+def test_trained_kind_trains_everything():
+    model = U.FrozenTransformer("trained", vocab=2, n_out=2, H=1, L=1, d=2, m=8, seed=0)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    U.train_program(model, lambda s: tasks.dyck(16, 6, seed=s), steps=3, lr=1e-2)
+    assert all(not torch.equal(p, before[n]) for n, p in model.named_parameters())
