@@ -61,17 +61,22 @@ def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | N
     out = out_dir / f"{ch.stem}.ipynb"
     tmp = out_dir / f".{ch.stem}.running.ipynb"
     quiet = bool(os.environ.get("CI")) or not sys.stderr.isatty()
-    env_root = os.environ.get("NLBUDGET_ROOT")
-    os.environ["NLBUDGET_ROOT"] = str(paths.repo_root())  # the kernel finds the same checkout
+    # the kernel inherits this process's environment: it must find the same checkout, and
+    # draw figures inline even where MPLBACKEND=Agg is set (tox, tests), or pages lose plots
+    kernel_env = {"NLBUDGET_ROOT": str(paths.repo_root()),
+                  "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    saved = {k: os.environ.get(k) for k in kernel_env}
+    os.environ.update(kernel_env)
     try:
         pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name="python3",
                             cwd=str(src.parent), execution_timeout=timeout,
                             progress_bar=not quiet, log_output=False)
     finally:
-        if env_root is None:
-            os.environ.pop("NLBUDGET_ROOT", None)
-        else:
-            os.environ["NLBUDGET_ROOT"] = env_root
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     nb = nbformat.read(tmp, as_version=4)
     for cell in nb.cells:  # hide papermill's injected parameters in the book
         tags = cell.metadata.setdefault("tags", [])
