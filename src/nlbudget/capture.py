@@ -113,25 +113,24 @@ class MLPCapture:
 
     def _hook(self, layer):
         def hook(module, args, output):
-            x, y = args[0].detach(), output.detach()  # (B, T, d)
-            if self.keep is not None:
-                x, y = x[self.keep], y[self.keep]
-            x, y = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
-            k = min(self.max_tokens - self.n, x.shape[0])
-            self.inputs[layer][self.n:self.n + k] = x[:k].to(self.dtype)
-            self.outputs[layer][self.n:self.n + k] = y[:k].to(self.dtype)
-            self._pending[layer] = k
+            self._pending[layer] = self._record(self.inputs[layer], args[0])
+            self._record(self.outputs[layer], output)
         return hook
 
     def _resid_hook(self, layer):
         def hook(module, args):
-            r = args[0].detach()
-            if self.keep is not None:
-                r = r[self.keep]
-            r = r.reshape(-1, r.shape[-1])
-            k = min(self.max_tokens - self.n, r.shape[0])
-            self.resids[layer][self.n:self.n + k] = r[:k].to(self.dtype)
+            self._record(self.resids[layer], args[0])
         return hook
+
+    def _record(self, buf: torch.Tensor, t: torch.Tensor) -> int:
+        """Copy the kept positions of t (B, T, d) into buf from row n on; returns the count."""
+        t = t.detach()
+        if self.keep is not None:
+            t = t[self.keep]
+        t = t.reshape(-1, t.shape[-1])
+        k = min(self.max_tokens - self.n, t.shape[0])
+        buf[self.n:self.n + k] = t[:k].to(self.dtype)
+        return k
 
     def __enter__(self):
         mods = mlps(self.model)

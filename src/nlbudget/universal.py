@@ -68,13 +68,20 @@ def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     return scores.masked_fill(mask, float("-inf")).softmax(-1)
 
 
+def attend(z: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """One layer of causal attention, all heads at once, summed: z (B, T, m); Q, K (H, m, k);
+    V (H, m, n) -> (B, T, n)."""
+    q = torch.einsum("btm,hmk->bhtk", z, Q)
+    k = torch.einsum("btm,hmk->bhtk", z, K)
+    v = torch.einsum("btm,hmn->bhtn", z, V)
+    return (causal_softmax(q @ k.transpose(-1, -2)) @ v).sum(1)
+
+
 def target_forward(t: AttentionOnly, ids: torch.Tensor) -> torch.Tensor:
     """Hidden states after the last layer: (B, T, d)."""
     h = t.E[ids]
-    L, H = t.Q.shape[:2]
-    for l in range(L):
-        out = sum(causal_softmax((h @ t.Q[l, k]) @ (h @ t.K[l, k]).transpose(-1, -2))
-                  @ (h @ t.V[l, k]) for k in range(H))
+    for l in range(t.Q.shape[0]):
+        out = attend(h, t.Q[l], t.K[l], t.V[l])
         h = h + out if t.residual else out
     return h
 
@@ -176,8 +183,7 @@ class SparseUT:
         """The UT's residual stream after the last layer: (B, T, m)."""
         h = Ep[ids]
         for t in range(self.L):
-            h = h + sum(causal_softmax((h @ self.Qs[t, k]) @ (h @ self.Ks[t, k]).transpose(-1, -2))
-                        @ (h @ self.Vs[t, k]) for k in range(self.H))
+            h = h + attend(h, self.Qs[t], self.Ks[t], self.Vs[t])
         return h
 
     def simulate(self, Ep: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -257,17 +263,10 @@ class FrozenTransformer(torch.nn.Module):
         return self.hidden(ids)[:, -1] @ self.U
 
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, m)
-        T = ids.shape[1]
-        h = self.E[ids] + self.P[:T]
-        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        h = self.E[ids] + self.P[:ids.shape[1]]
         for t in range(self.L):
             l = 0 if self.looped else t
-            z = self._norm(h)
-            q = torch.einsum("btm,hmk->bhtk", z, self.Q[l])  # all heads at once
-            k = torch.einsum("btm,hmk->bhtk", z, self.K[l])
-            v = torch.einsum("btm,hmn->bhtn", z, self.V[l])
-            a = (q @ k.transpose(-1, -2)).masked_fill(mask, float("-inf")).softmax(-1)
-            att = (a @ v).sum(1)
+            att = attend(self._norm(h), self.Q[l], self.K[l], self.V[l])
             h = h + att if self.residual else att
             if self.mlp:
                 z = self._norm(h)
