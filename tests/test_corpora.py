@@ -113,6 +113,27 @@ def test_tampered_cache_is_detected(isolated_cache):
         corpora.load("shakespeare")
 
 
+def test_sentence_end_passages():
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+    paras = [" ".join(words[(i + j) % 12] for j in range(25)) + "." for i in range(40)]
+    a = corpora.sentence_end_passages(paras, 30, seed=3, min_words=20, max_words=40, prose=str)
+    assert a == corpora.sentence_end_passages(paras, 30, seed=3, min_words=20, max_words=40,
+                                              prose=str)
+    assert 10 <= len(a) <= 30
+    spans = [tuple(it["words"]) for it in a]
+    assert spans == sorted(spans)
+    assert all(e1 < lo2 for (_, e1), (lo2, _) in zip(spans, spans[1:]))  # no overlap
+    stream = " ".join(paras).split()
+    for it in a:
+        lo, e = it["words"]
+        assert 20 <= e - lo <= 39 and it["context"] == " ".join(stream[lo:e])
+        assert stream[e] == it["target"] + "."  # a sentence-final word
+        assert it["target"].lower() in it["context"].lower().split()
+    items = corpora.lambada_items(["the cat sat on the mat near the cat"])
+    assert items == [{"context": "the cat sat on the mat near the", "target": "cat",
+                      "local": "the cat sat on the mat near the"}]
+
+
 @pytest.mark.assets
 @pytest.mark.parametrize("name,min_paras,min_items", [("shakespeare", 30_000, 300),
                                                      ("pydocs", 12_000, 20)])

@@ -103,6 +103,23 @@ def test_part2b_token_ranges_do_not_overlap(smoke):
 
 
 @pytest.mark.notebooks
+def test_part4_probe_records(smoke):
+    doc = results.read("05_preprojection_probes", "smoke", smoke[0])
+    studies = doc["figures"]["studies"]
+    assert {"smollm2-135m", "pythia-style (neox-par)"} == set(studies)
+    for model, st in studies.items():
+        assert list(st) == ["base", "lora", "pre", "skip", "pre+skip"]
+        for v, r in st.items():
+            assert r["step0_identical"] and r["cache_identical"], (model, v)
+            assert r["cache_bytes"] == r["base_cache_bytes"] > 0
+            assert (r["trainable"] == 0) == (v == "base")
+            assert (r["train_tokens"] == 0) == (v == "base")
+        counts = [st[v]["trainable"] for v in ("lora", "pre", "skip", "pre+skip")]
+        assert max(counts) / min(counts) < 1.3, counts  # a matched budget
+        assert len(st["pre+skip"]["skip_use"]) == doc["figures"]["setup"][model]["layers"]
+
+
+@pytest.mark.notebooks
 def test_rerun_gives_identical_figures(smoke, tmp_path):
     res, _ = smoke
     runner.run("01", profile="smoke", seed=0, results_dir=tmp_path / "r", build_dir=tmp_path / "b")

@@ -302,6 +302,47 @@ def last_word_passages(paragraphs: list[str], n: int, seed: int, min_words: int 
     return items
 
 
+def sentence_end_passages(paragraphs: list[str], n: int, seed: int, min_words: int = 60,
+                          max_words: int = 100, prose=clean_verse) -> list[dict]:
+    """LAMBADA-style items that end at any sentence end, not only a paragraph's: the held-out
+    paragraphs are read as one stream of words; a candidate is a sentence-final content word
+    (≥ 3 letters, not a stop word) that already occurs among the `max_words` − 1 words before
+    it, which are its context (at least `min_words`). Items are drawn at random without
+    overlapping one another, and returned in text order. Same fields as `last_word_passages`."""
+    words = " ".join(prose(p) for p in paragraphs).split()
+    cands = []
+    for e in range(min_words, len(words)):
+        m = _TARGET.match(words[e])
+        if not m or not m.group(2)[:1] in (".", "!", "?") or m.group(1).lower() in STOP_WORDS:
+            continue
+        lo = max(0, e - max_words + 1)
+        if m.group(1).lower() in {re.sub(r"\W", "", w).lower() for w in words[lo:e]}:
+            cands.append((lo, e))
+    random.Random(seed).shuffle(cands)
+    taken: list[tuple[int, int]] = []
+    for lo, e in cands:
+        if len(taken) == n:
+            break
+        if all(e < a or lo > b for a, b in taken):
+            taken.append((lo, e))
+    items = []
+    for lo, e in sorted(taken):
+        context = " ".join(words[lo:e])
+        items.append({"context": context, "target": _TARGET.match(words[e]).group(1),
+                      "local": re.split(r"(?<=[.!?])\s+", context)[-1], "words": [lo, e]})
+    return items
+
+
+def lambada_items(passages: list[str]) -> list[dict]:
+    """The LAMBADA test set as items: each passage's last word is the target."""
+    items = []
+    for p in passages:
+        context, _, target = p.strip().rpartition(" ")
+        items.append({"context": context, "target": target,
+                      "local": re.split(r"(?<=[.!?])\s+", context)[-1]})
+    return items
+
+
 def token_windows(text: str, tokenizer, length: int, n_windows: int | None = None):
     """Non-overlapping windows of `length` token ids from the start of `text`: (N, length).
     No BOS is added: position 0 is whatever token starts the window."""

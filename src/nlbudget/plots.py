@@ -283,3 +283,73 @@ def two_phase(runs: dict):
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def probe_changes(studies: dict, paper: dict, min_correct: int = 20):
+    """Relative change against the frozen base of held-out perplexity (left) and last-word
+    accuracy (right), per model and variant, with 95 % intervals; the paper's figures dashed.
+    Accuracy is drawn only for models whose base gets at least `min_correct` items right."""
+    keys = [("ppl_change", "ppl_ci", "perplexity change", "ppl"),
+            ("acc_change", "acc_ci", "last-word accuracy change", "acc")]
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    variants = [v for v in next(iter(studies.values())) if v != "base"]
+    w = 0.8 / len(studies)
+    for ax, (k, ci, label, pk) in zip(axes, keys):
+        for i, (name, st) in enumerate(studies.items()):
+            if pk == "acc" and st["base"]["correct"] < min_correct:
+                ax.bar([], [], label=f"{name}: too few correct items")
+                continue
+            x = np.arange(len(variants)) + (i - (len(studies) - 1) / 2) * w
+            r = [st[v]["vs_base"] for v in variants]
+            y = np.array([q[k] for q in r], dtype=float)
+            lo = np.array([q[ci][0] for q in r], dtype=float)
+            hi = np.array([q[ci][1] for q in r], dtype=float)
+            ax.bar(x, y, width=w, label=name)
+            ax.errorbar(x, y, yerr=[np.nan_to_num(y - lo), np.nan_to_num(hi - y)], fmt="none",
+                        color="k", lw=1, capsize=2)
+        ax.axhline(paper[pk], color="k", ls="--", lw=1)
+        ax.annotate("paper (Pythia-160M)", (len(variants) - 0.5, paper[pk]), ha="right",
+                    va="bottom", fontsize=8)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xticks(np.arange(len(variants)), variants)
+        ax.set_title(label)
+        _percent_axis(ax)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def skip_by_depth(curves: dict):
+    """Skip use per layer — mean norm of the skip's output over the attention output's —
+    against relative depth, one line per model and variant; right: the learned gate σ(a)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    for name, rows in curves.items():
+        n = len(rows)
+        depth = [(r["layer"] + 0.5) / n for r in rows]
+        ax1.plot(depth, [r["ratio"] for r in rows], marker="o", ms=3, label=name)
+        ax2.plot(depth, [r["gate"] for r in rows], marker="o", ms=3, label=name)
+    ax1.set_xlabel("relative depth")
+    ax1.set_ylabel("‖skip‖ / ‖attention‖")
+    ax2.set_xlabel("relative depth")
+    ax2.set_ylabel("gate σ(a)")
+    ax2.axhline(0.5, color="k", lw=0.6)
+    ax1.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def probe_training(curves: dict, smooth: int = 5):
+    """Training loss of each variant (running mean over `smooth` steps), one panel per model."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.8 * len(curves), 3.3), squeeze=False)
+    for ax, (name, runs) in zip(axes[0], curves.items()):
+        for v, losses in runs.items():
+            y = np.asarray(losses, dtype=float)
+            if len(y) >= smooth:
+                y = np.convolve(y, np.ones(smooth) / smooth, mode="valid")
+            ax.plot(np.arange(len(y)) + 1, y, label=v, lw=1.4)
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.set_ylabel("training loss")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

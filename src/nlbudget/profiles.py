@@ -16,7 +16,8 @@ RUN_PARAMETERS = ("profile", "seed", "results_dir")
 #: Settings that take one of a few strings.
 CHOICES = {"dtype": ("bfloat16", "float32"),
            "corpus": ("pydocs", "shakespeare", "wikitext-103"),
-           "cross_corpus": ("pydocs", "shakespeare", "wikitext-103", "lambada")}
+           "cross_corpus": ("pydocs", "shakespeare", "wikitext-103", "lambada"),
+           "lastword": ("pydocs", "shakespeare", "lambada")}
 
 
 #: The matched pair of small models trained from scratch (Part II): the same settings in
@@ -127,6 +128,33 @@ CHAPTERS: dict[str, Chapter] = {
                 "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, dyck_len=40,
                               hop_len=32, hops="1,2,3,4", hop_vocab=8, heads=2, layers=3, d=8,
                               m=256, steps=5000, batch=128, seeds=5, lr=3e-3, n_test=5000),
+            },
+        ),
+        Chapter(
+            "05",
+            "05_preprojection_probes",
+            "IV",
+            "Pre-projection and content skip as frozen probes",
+            {
+                "smoke": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs",
+                              dtype="bfloat16", window=32, train_windows=16, eval_windows=4,
+                              lastword_items=8, lastword_context=64, k=4, steps=2,
+                              batch_size=2, lr=1e-3, **PAIR["smoke"], pair_k=4,
+                              pair_probe_steps=2, pair_probe_batch=4, n_boot=50,
+                              decode_tokens=4),
+                "ci": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs",
+                           dtype="bfloat16", window=128, train_windows=256, eval_windows=32,
+                           lastword_items=200, lastword_context=192, k=16, steps=32,
+                           batch_size=4, lr=1e-3, **PAIR["ci"], pair_k=8,
+                           pair_probe_steps=150, pair_probe_batch=16, n_boot=1000,
+                           decode_tokens=16),
+                "paper": dict(models="EleutherAI/pythia-160m,EleutherAI/pythia-410m",
+                              corpus="wikitext-103", lastword="lambada", dtype="float32",
+                              window=512, train_windows=20000, eval_windows=200,
+                              lastword_items=5153, lastword_context=512, k=64, steps=2000,
+                              batch_size=8, lr=1e-3, **PAIR["paper"], pair_k=32,
+                              pair_probe_steps=2000, pair_probe_batch=32, n_boot=10000,
+                              decode_tokens=64),
             },
         ),
         Chapter(

@@ -41,6 +41,16 @@ class TrainConfig:
         return f"{self.kind}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
+def pair_config(kind: str, settings: dict) -> TrainConfig:
+    """The matched pair's config from a chapter's `pair_*` settings (profiles.PAIR): every
+    chapter that uses the pair builds it here, so all share one cached checkpoint."""
+    steps = settings["pair_steps"]
+    return TrainConfig(kind, n_layer=settings["pair_layers"], d_model=settings["pair_d_model"],
+                       context=settings["pair_context"], batch_size=settings["pair_batch"],
+                       steps=steps, vocab_size=settings["pair_vocab"],
+                       warmup=max(1, steps // 10), seed=settings["seed"])
+
+
 def train_tokenizer(corpus: Corpus, vocab_size: int = 8192, cache: Path | None = None):
     """A byte-level BPE trained on the corpus's train split (cached)."""
     from tokenizers import Tokenizer, decoders, models as tm, pre_tokenizers, trainers

@@ -1,0 +1,445 @@
+"""Part IV (P4, Shinde): a position-agnostic pre-projection in front of Q/K/V and a content
+skip around attention, added as frozen probes to an unmodified `transformers` model.
+
+In both supported layouts — Llama/SmolLM2 (`self_attn`, separate q/k/v projections) and
+GPT-NeoX/Pythia (`attention`, one fused `query_key_value`) — the attention module receives the
+normed hidden state $x$ and applies rotary position encoding *after* its projections. So a
+module applied to $x$ before the attention module sees no position: it is position-agnostic.
+
+`wrap` replaces each layer's attention module by `ProbedAttention`, which computes
+
+    f = x + W_2 GELU(W_1 x + b_1) + b_2          (pre-projection; W_2 = b_2 = 0 at step 0)
+    y = Attn(f) + σ(a) · U V f                     (content skip; U = 0 at step 0)
+
+so the wrapped model is exactly the base model until training moves W_2, b_2 or U. The new
+modules keep their parameters in float32 (a bfloat16 base stays bfloat16); `unwrap` puts the
+original attention modules back. The K/V cache is written by the original attention module
+from f, so its tensors keep their shapes and dtypes.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .capture import blocks, layout
+
+#: Each layout's attention attribute on a block, and the projections LoRA adapts.
+ATTENTION = {"llama": "self_attn", "gpt_neox": "attention"}
+LORA_TARGETS = {"llama": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "gpt_neox": ["query_key_value", "dense"]}
+#: The variants compared at a matched trainable-parameter budget.
+VARIANTS = ("base", "lora", "pre", "skip", "pre+skip")
+
+
+class PreProjection(nn.Module):
+    """f(x) = x + W_2 GELU(W_1 x + b_1) + b_2, with W_2, b_2 = 0: the identity at step 0."""
+
+    def __init__(self, d: int, hidden: int):
+        super().__init__()
+        self.up = nn.Linear(d, hidden)
+        self.down = nn.Linear(hidden, d)
+        nn.init.zeros_(self.down.weight)
+        nn.init.zeros_(self.down.bias)
+
+    def forward(self, x):
+        h = self.down(F.gelu(self.up(x.to(self.up.weight.dtype))))
+        return x + h.to(x.dtype)
+
+
+class ContentSkip(nn.Module):
+    """s(f) = σ(a) · U V f — a rank-r linear read of the (pre-projected) features added to the
+    attention output, bypassing attention, with a learned per-layer gate σ(a) (a = 0, so
+    σ = ½, at step 0). U = 0 at step 0, as LoRA's B: the skip starts silent and learns at
+    the rate of its weights, not of a scalar."""
+
+    def __init__(self, d: int, rank: int):
+        super().__init__()
+        self.down = nn.Linear(d, rank, bias=False)  # V
+        self.up = nn.Linear(rank, d, bias=False)  # U
+        nn.init.zeros_(self.up.weight)
+        self.logit = nn.Parameter(torch.zeros(()))
+
+    @property
+    def gate(self) -> float:
+        return float(torch.sigmoid(self.logit.detach()))
+
+    def forward(self, f):
+        s = torch.sigmoid(self.logit) * self.up(self.down(f.to(self.up.weight.dtype)))
+        return s.to(f.dtype)
+
+
+class ProbedAttention(nn.Module):
+    """An attention module with a pre-projection in front and a content skip around it.
+    With `stats` set to a dict, it accumulates the mean norms of the attention output and of
+    the skip per token (how much the layer uses the skip)."""
+
+    def __init__(self, attn: nn.Module, pre: PreProjection | None, skip: ContentSkip | None):
+        super().__init__()
+        self.attn, self.pre, self.skip = attn, pre, skip
+        self.stats: dict | None = None
+        self.fused: tuple | None = None  # set by `inference_form`
+
+    def forward(self, hidden_states, *args, **kwargs):
+        if self.fused is not None:
+            return self._fused_forward(hidden_states, *args, **kwargs)
+        f = hidden_states if self.pre is None else self.pre(hidden_states)
+        out, *rest = self.attn(f, *args, **kwargs)
+        if self.skip is not None:
+            s = self.skip(f)
+            if self.stats is not None:
+                with torch.no_grad():
+                    self.stats["attn"] += out.float().norm(dim=-1).sum().item()
+                    self.stats["skip"] += s.float().norm(dim=-1).sum().item()
+                    self.stats["tokens"] += out.shape[0] * out.shape[1]
+            out = out + s
+        return (out, *rest)
+
+    def _fused_forward(self, x, *args, **kwargs):
+        pre, skip = self.fused
+        f = x
+        if pre is not None:
+            h = F.linear(F.gelu(F.linear(x.float(), pre[0], pre[1])), pre[2], pre[3])
+            f = x + h.to(x.dtype)
+        out, *rest = self.attn(f, *args, **kwargs)
+        if skip is not None:
+            out = out + F.linear(F.linear(f.float(), skip[0]), skip[1]).to(out.dtype)
+        return (out, *rest)
+
+
+def inference_form(model):
+    """The wrapped model for decoding, in place: the new modules' float32 weights applied
+    through functional calls, with the gate folded into U (U' = σ(a)·U) — fewer operations per
+    token. They stay in float32 even on a bfloat16 model: on a CPU, bfloat16 products this
+    small take several times longer. Same function up to rounding; no gradients, no
+    statistics."""
+    for m in probes(model):
+        with torch.no_grad():
+            pre = None if m.pre is None else tuple(
+                t.detach().float() for t in (m.pre.up.weight, m.pre.up.bias, m.pre.down.weight,
+                                             m.pre.down.bias))
+            skip = None if m.skip is None else (
+                m.skip.down.weight.detach().float(),
+                (torch.sigmoid(m.skip.logit) * m.skip.up.weight).float())
+        m.fused = (pre, skip)
+    return model
+
+
+def _family(model) -> str:
+    fam = layout(model).family
+    if fam not in ATTENTION:
+        raise ValueError(f"pre-projection needs rotary attention (applied after the Q/K/V "
+                         f"projections); supported: {', '.join(ATTENTION)}, got {fam!r}")
+    return fam
+
+
+def probes(model) -> list[ProbedAttention]:
+    """The `ProbedAttention` modules of a wrapped model, in layer order (empty if none)."""
+    if hasattr(model, "peft_config"):  # a peft (LoRA) model wraps the transformers model
+        model = model.get_base_model()
+    attr = ATTENTION.get(layout(model).family)
+    return [getattr(b, attr) for b in blocks(model)
+            if attr and isinstance(getattr(b, attr), ProbedAttention)]
+
+
+def wrap(model, pre_hidden: int = 0, skip_rank: int = 0, seed: int = 0) -> list[ProbedAttention]:
+    """Insert a pre-projection (hidden width `pre_hidden`, 0 = none) and a content skip (rank
+    `skip_rank`, 0 = none) into every layer, in place. Freezes the base model: only the new
+    parameters require gradients. Returns the new modules."""
+    if probes(model):
+        raise ValueError("model is already wrapped; unwrap it first")
+    attr, d = ATTENTION[_family(model)], model.config.hidden_size
+    for p in model.parameters():
+        p.requires_grad_(False)
+    torch.manual_seed(seed)
+    for b in blocks(model):
+        pre = PreProjection(d, pre_hidden) if pre_hidden else None
+        skip = ContentSkip(d, skip_rank) if skip_rank else None
+        setattr(b, attr, ProbedAttention(getattr(b, attr), pre, skip))
+    return probes(model)
+
+
+def unwrap(model):
+    """Put the original attention modules back (the new modules are dropped)."""
+    attr = ATTENTION[_family(model)]
+    for b in blocks(model):
+        m = getattr(b, attr)
+        if isinstance(m, ProbedAttention):
+            setattr(b, attr, m.attn)
+    return model
+
+
+def trainable(model) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# ------------------------------------------------------------------ matched budgets
+
+
+def lora_params(model, rank: int) -> int:
+    """Trainable parameters of rank-`rank` LoRA on the attention projections (without
+    building it): r·(d_in + d_out) per adapted linear map."""
+    fam = _family(model)
+    total = 0
+    for b in blocks(model):
+        attn = getattr(b, ATTENTION[fam])
+        attn = attn.attn if isinstance(attn, ProbedAttention) else attn
+        for name in LORA_TARGETS[fam]:
+            lin = getattr(attn, name)
+            total += rank * (lin.in_features + lin.out_features)
+    return total
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Each variant's module sizes at one trainable-parameter budget: `pre+skip` uses width
+    k for both modules; `pre` and `skip` alone use 2k; LoRA takes the rank whose count is
+    nearest."""
+
+    k: int
+    lora_rank: int
+
+    def sizes(self, variant: str) -> dict:
+        return {"base": {}, "lora": {"rank": self.lora_rank},
+                "pre": {"pre_hidden": 2 * self.k}, "skip": {"skip_rank": 2 * self.k},
+                "pre+skip": {"pre_hidden": self.k, "skip_rank": self.k}}[variant]
+
+
+def matched_budget(model, k: int) -> Budget:
+    d, n = model.config.hidden_size, len(blocks(model))
+    target = n * ((2 * d * k + k + d) + (2 * d * k + 1))  # pre+skip at width k
+    rank = min(range(1, 4 * k + 1), key=lambda r: abs(lora_params(model, r) - target))
+    return Budget(k, rank)
+
+
+def with_lora(model, rank: int, seed: int = 0):
+    """A copy of `model` with rank-`rank` LoRA (peft) on its attention projections; alpha = 2r
+    (peft's usual scaling of 2). Only the adapters are trainable."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    cfg = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, bias="none",
+                     target_modules=LORA_TARGETS[_family(model)])
+    return get_peft_model(copy.deepcopy(model), cfg)
+
+
+def variant_model(model, variant: str, budget: Budget, seed: int = 0):
+    """A fresh trainable copy of `model` for one variant (the frozen base for `base`)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    if variant == "lora":
+        return with_lora(model, budget.lora_rank, seed)
+    m = copy.deepcopy(model)
+    if variant == "base":
+        for p in m.parameters():
+            p.requires_grad_(False)
+    else:
+        wrap(m, seed=seed, **budget.sizes(variant))
+    return m
+
+
+# ------------------------------------------------------------------ training and analysis
+
+
+def train_probe(model, windows: torch.Tensor, steps: int, batch_size: int, lr: float,
+                seed: int = 0, progress=None) -> list[float]:
+    """AdamW on next-token loss over random train windows; only parameters that require
+    gradients (the probe's) are updated. Cosine schedule with 10 % warm-up."""
+    from .training import cosine_schedule
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    sched = cosine_schedule(opt, max(1, steps // 10), steps)
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    model.train()
+    for _ in range(steps):
+        batch = windows[torch.randint(0, len(windows), (batch_size,), generator=gen)]
+        loss = model(input_ids=batch, labels=batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if progress is not None:
+            progress.update(1)
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def skip_use(model, windows: torch.Tensor, batch_size: int = 8) -> list[dict]:
+    """Per layer: the learned gate σ(a), and the mean norm of the skip's output relative to the
+    attention output's, over the tokens of `windows` (0 where the layer has no skip)."""
+    mods = probes(model)
+    for m in mods:
+        m.stats = {"attn": 0.0, "skip": 0.0, "tokens": 0}
+    try:
+        for i in range(0, len(windows), batch_size):
+            model(input_ids=windows[i:i + batch_size])
+        out = []
+        for layer, m in enumerate(mods):
+            s = m.stats
+            out.append({"layer": layer,
+                        "gate": m.skip.gate if m.skip is not None else None,
+                        "ratio": s["skip"] / s["attn"] if s["tokens"] else 0.0})
+        return out
+    finally:
+        for m in mods:
+            m.stats = None
+
+
+def cache_tensors(model, ids: torch.Tensor, new_tokens: int = 4) -> list[tuple]:
+    """Greedy generation with the K/V cache; returns (shape, dtype) of every cached key and
+    value tensor, layer by layer, and checks nothing else."""
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                         max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                         return_dict_in_generate=True, use_cache=True, pad_token_id=0)
+    cache = out.past_key_values
+    return [(tuple(t.shape), t.dtype) for layer in cache.layers for t in (layer.keys, layer.values)]
+
+
+def cache_bytes(tensors: list[tuple]) -> int:
+    return sum(torch.Size(s).numel() * torch.empty((), dtype=dt).element_size()
+               for s, dt in tensors)
+
+
+@torch.no_grad()
+def _generate_seconds(model, ids: torch.Tensor, new_tokens: int) -> float:
+    t0 = time.perf_counter()
+    model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                   max_new_tokens=new_tokens, min_new_tokens=new_tokens, use_cache=True,
+                   pad_token_id=0)
+    return time.perf_counter() - t0
+
+
+def decode_seconds(model, batch: int, prompt: int, new_tokens: int, reps: int = 3,
+                   vocab: int = 1000, seed: int = 0) -> float:
+    """Seconds per decoded token with the K/V cache (greedy): the time of generating
+    `new_tokens` minus that of generating 1 (the prefill), over `new_tokens` − 1; the median
+    of `reps` pairs of runs, after one warm-up."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, min(vocab, model.config.vocab_size), (batch, prompt), generator=gen)
+    _generate_seconds(model, ids, 2)
+    per = [(_generate_seconds(model, ids, new_tokens) - _generate_seconds(model, ids, 1))
+           / (new_tokens - 1) for _ in range(reps)]
+    return sorted(per)[len(per) // 2]
+
+
+# ------------------------------------------------------------------ evaluation
+
+
+def encode_items(items: list[dict], tokenizer, max_context: int) -> list[tuple[list, list]]:
+    """(context ids, target ids) per item; the target is the word with its leading space,
+    the context keeps its last `max_context` − len(target) tokens."""
+    out = []
+    for it in items:
+        c = tokenizer(it["context"], add_special_tokens=False)["input_ids"]
+        t = tokenizer(" " + it["target"], add_special_tokens=False)["input_ids"]
+        out.append((c[-(max_context - len(t)):], t))
+    return out
+
+
+@torch.no_grad()
+def last_word_eval(model, encoded: list[tuple[list, list]], batch_size: int = 8) -> dict:
+    """LAMBADA scoring: an item is correct when greedy prediction gets every token of the
+    target word right (teacher-forced, which equals greedy decoding of the word); also the
+    target's summed NLL. Returns tensors `correct` (bool) and `nll`, one entry per item."""
+    order = sorted(range(len(encoded)), key=lambda i: sum(map(len, encoded[i])))
+    correct = torch.zeros(len(encoded), dtype=torch.bool)
+    nll = torch.zeros(len(encoded))
+    for s in range(0, len(order), batch_size):
+        rows = order[s:s + batch_size]
+        ids = torch.zeros(len(rows), max(sum(map(len, encoded[i])) for i in rows),
+                          dtype=torch.long)  # right-padded: causal attention ignores it
+        for r, i in enumerate(rows):
+            c, t = encoded[i]
+            ids[r, :len(c) + len(t)] = torch.tensor(c + t)
+        logits = model(input_ids=ids).logits
+        for r, i in enumerate(rows):
+            c, t = encoded[i]
+            lg = logits[r, len(c) - 1:len(c) + len(t) - 1].float()
+            y = torch.tensor(t)
+            correct[i] = bool((lg.argmax(-1) == y).all())
+            nll[i] = F.cross_entropy(lg, y, reduction="sum")
+    return {"correct": correct, "nll": nll}
+
+
+def bootstrap_paired(base: torch.Tensor, new: torch.Tensor, stat: str = "ratio",
+                     n_boot: int = 1000, seed: int = 0, level: float = 0.95):
+    """Percentile interval of mean(new)/mean(base) − 1 (`ratio`) or mean(new) − mean(base)
+    (`diff`), resampling items in pairs; (None, None) if no resample is defined."""
+    import numpy as np
+
+    a, b = base.double().numpy(), new.double().numpy()
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = b[idx].mean(1) / a[idx].mean(1) - 1 if stat == "ratio" else \
+            b[idx].mean(1) - a[idx].mean(1)
+    r = r[np.isfinite(r)]
+    if not len(r):
+        return None, None
+    lo, hi = np.quantile(r, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+# ------------------------------------------------------------------ the frozen-probe study
+
+
+def probe_study(model, budget: Budget, train_windows: torch.Tensor, eval_windows: torch.Tensor,
+                items: list[tuple[list, list]], steps: int, batch_size: int, lr: float,
+                variants=VARIANTS, seed: int = 0, n_boot: int = 1000, eval_batch: int = 8,
+                progress=None) -> dict:
+    """Train every variant as a frozen probe on the same batches (same seed), then measure
+    held-out perplexity and last-word accuracy, relative to the frozen base with paired
+    bootstrap intervals; the skip's use per layer; and the K/V cache against the base's.
+    Returns {variant: record}."""
+    from .surrogates import bootstrap_cost, eval_nll, perplexity
+
+    probe_ids = eval_windows[:2, : min(16, eval_windows.shape[1])]
+    base_cache = cache_tensors(model, probe_ids)
+    with torch.no_grad():
+        base_logits = model(input_ids=eval_windows[:2]).logits
+    out, kept = {}, {}
+    for v in variants:
+        m = variant_model(model, v, budget, seed)
+        with torch.no_grad():
+            step0 = torch.equal(m(input_ids=eval_windows[:2]).logits, base_logits)
+        losses = train_probe(m, train_windows, steps, batch_size, lr, seed, progress) \
+            if v != "base" else []
+        nll = eval_nll(m, eval_windows, eval_batch)
+        hit = last_word_eval(m, items, eval_batch)["correct"].float()
+        cache = cache_tensors(m, probe_ids)
+        out[v] = {"trainable": trainable(m), "sizes": budget.sizes(v),
+                  "train_tokens": len(losses) * batch_size * train_windows.shape[1],
+                  "train_loss": losses, "step0_identical": step0,
+                  "ppl": perplexity(nll), "accuracy": float(hit.mean()), "correct": int(hit.sum()),
+                  "cache_identical": cache == base_cache, "cache_bytes": cache_bytes(cache),
+                  "base_cache_bytes": cache_bytes(base_cache)}
+        if probes(m) and probes(m)[0].skip is not None:
+            out[v]["skip_use"] = skip_use(m, eval_windows, eval_batch)
+        kept[v] = (nll, hit)
+        del m
+    for ref in ("base", "lora"):  # every variant against the frozen base, and against LoRA
+        if ref not in kept:
+            continue
+        (nll0, hit0), r0 = kept[ref], out[ref]
+        for v, (nll, hit) in kept.items():
+            if v in ("base", ref):
+                continue
+            acc = out[v]["accuracy"]
+            out[v][f"vs_{ref}"] = {
+                "ppl_change": out[v]["ppl"] / r0["ppl"] - 1,
+                "ppl_ci": bootstrap_cost(nll0, nll, n_boot, seed),
+                # relative accuracy change: undefined (None) when the reference gets none right
+                "acc_change": acc / r0["accuracy"] - 1 if r0["accuracy"] else None,
+                "acc_ci": bootstrap_paired(hit0, hit, "ratio", n_boot, seed),
+                "acc_diff": acc - r0["accuracy"],
+                "acc_diff_ci": bootstrap_paired(hit0, hit, "diff", n_boot, seed)}
+    return out
