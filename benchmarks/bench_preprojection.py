@@ -4,8 +4,9 @@ content skip cost at decode time?
 Greedy generation with the K/V cache, base model against the wrapped model (pre+skip at the
 chapter's `ci` width k = 16, the same trained-or-not cost), at batch 1 and 8. The time per
 decoded token is (t(n tokens) − t(1 token)) / (n − 1), so the prefill is not counted. Base
-and wrapped runs are interleaved, `--repeats` times, and the median is printed with the
-overhead (target ≤ 15 %). Two forms of the wrapped model are timed: as trained (float32
+and wrapped runs are interleaved, `--repeats` rounds, and the medians are printed with the
+overhead (target ≤ 15 %). `--model` also takes a directory saved with `save_pretrained`
+(e.g. the Pythia-style checkpoint under `data/cache/checkpoints/`). Two forms of the wrapped model are timed: as trained (float32
 modules called as nn.Modules on a bfloat16 model) and `preprojection.inference_form`
 (functional calls, gate folded into U; still float32 — bfloat16 products this small are
 several times slower on a CPU). The K/V cache bytes are printed for both models.
@@ -13,8 +14,6 @@ several times slower on a CPU). The K/V cache bytes are printed for both models.
     python benchmarks/bench_preprojection.py [--model smollm2-135m] [--k 16]
         [--prompt 32] [--tokens 32] [--repeats 7] [--dtype bfloat16]
 """
-
-import statistics
 
 import torch
 
@@ -49,16 +48,11 @@ def main():
     print(f"{'batch':>5} {'base ms/tok':>12} {'as trained':>11} {'overhead':>9} "
           f"{'inference':>10} {'overhead':>9}")
     for batch in (1, 8):
-        t = {"base": [], "trained": [], "fast": []}
-        for _ in range(args.repeats):
-            for name, m in (("base", base), ("trained", trained), ("fast", fast)):
-                t[name].append(pp.decode_seconds(m, batch, args.prompt, args.tokens, reps=1,
-                                                 seed=len(t[name])))
-        med = {k: statistics.median(v) for k, v in t.items()}
+        med = pp.decode_seconds({"base": base, "trained": trained, "fast": fast}, batch,
+                                args.prompt, args.tokens, reps=args.repeats)
         print(f"{batch:>5} {1e3 * med['base']:>12.2f} {1e3 * med['trained']:>11.2f} "
               f"{med['trained'] / med['base'] - 1:>+9.1%} {1e3 * med['fast']:>10.2f} "
               f"{med['fast'] / med['base'] - 1:>+9.1%}")
-
 
 if __name__ == "__main__":
     main()

@@ -120,11 +120,13 @@ def test_part4_probe_records(smoke):
 
 
 @pytest.mark.notebooks
-def test_rerun_gives_identical_figures(smoke, tmp_path):
+@pytest.mark.parametrize("key", ["01", "04"])  # 04 trains embeddings: order-sensitive sums
+def test_rerun_gives_identical_figures(smoke, tmp_path, key):
     res, _ = smoke
-    runner.run("01", profile="smoke", seed=0, results_dir=tmp_path / "r", build_dir=tmp_path / "b")
-    a = results.read("01_gated_mlp_symmetry", "smoke", res)
-    b = results.read("01_gated_mlp_symmetry", "smoke", tmp_path / "r")
+    runner.run(key, profile="smoke", seed=0, results_dir=tmp_path / "r", build_dir=tmp_path / "b")
+    stem = profiles.chapter(key).stem
+    a = results.read(stem, "smoke", res)
+    b = results.read(stem, "smoke", tmp_path / "r")
     assert json.dumps(a["figures"], sort_keys=True) == json.dumps(b["figures"], sort_keys=True)
     assert a["claims"] == b["claims"]
 

@@ -309,12 +309,13 @@ def probe_changes(studies: dict, paper: dict, min_correct: int = 20):
                         color="k", lw=1, capsize=2)
         ax.axhline(paper[pk], color="k", ls="--", lw=1)
         ax.annotate("paper (Pythia-160M)", (len(variants) - 0.5, paper[pk]), ha="right",
-                    va="bottom", fontsize=8)
+                    va="bottom" if pk == "acc" else "top", fontsize=8)
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xticks(np.arange(len(variants)), variants)
         ax.set_title(label)
         _percent_axis(ax)
-        ax.legend(fontsize=7)
+    for ax in axes:
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
 
@@ -338,12 +339,14 @@ def skip_by_depth(curves: dict):
     return fig
 
 
-def probe_training(curves: dict, smooth: int = 5):
-    """Training loss of each variant (running mean over `smooth` steps), one panel per model."""
+def probe_training(curves: dict):
+    """Training loss of each variant (running mean over a twentieth of the run, at least 5
+    steps), one panel per model."""
     fig, axes = plt.subplots(1, len(curves), figsize=(4.8 * len(curves), 3.3), squeeze=False)
     for ax, (name, runs) in zip(axes[0], curves.items()):
         for v, losses in runs.items():
             y = np.asarray(losses, dtype=float)
+            smooth = max(5, len(y) // 20)
             if len(y) >= smooth:
                 y = np.convolve(y, np.ones(smooth) / smooth, mode="valid")
             ax.plot(np.arange(len(y)) + 1, y, label=v, lw=1.4)

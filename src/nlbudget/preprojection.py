@@ -319,17 +319,23 @@ def _generate_seconds(model, ids: torch.Tensor, new_tokens: int) -> float:
     return time.perf_counter() - t0
 
 
-def decode_seconds(model, batch: int, prompt: int, new_tokens: int, reps: int = 3,
-                   vocab: int = 1000, seed: int = 0) -> float:
-    """Seconds per decoded token with the K/V cache (greedy): the time of generating
-    `new_tokens` minus that of generating 1 (the prefill), over `new_tokens` − 1; the median
-    of `reps` pairs of runs, after one warm-up."""
+def decode_seconds(models: dict, batch: int, prompt: int, new_tokens: int, reps: int = 3,
+                   vocab: int = 1000, seed: int = 0) -> dict:
+    """Seconds per decoded token with the K/V cache (greedy) for each of `models` (name →
+    model): the time of generating `new_tokens` minus that of generating 1 (the prefill), over
+    `new_tokens` − 1. The models are timed in turn within each of `reps` rounds (so a slow
+    spell of the machine hits all of them), after one warm-up each; medians are returned."""
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, min(vocab, model.config.vocab_size), (batch, prompt), generator=gen)
-    _generate_seconds(model, ids, 2)
-    per = [(_generate_seconds(model, ids, new_tokens) - _generate_seconds(model, ids, 1))
-           / (new_tokens - 1) for _ in range(reps)]
-    return sorted(per)[len(per) // 2]
+    size = min([vocab] + [m.config.vocab_size for m in models.values()])
+    ids = torch.randint(0, size, (batch, prompt), generator=gen)
+    for m in models.values():
+        _generate_seconds(m, ids, 2)
+    per = {k: [] for k in models}
+    for _ in range(reps):
+        for k, m in models.items():
+            per[k].append((_generate_seconds(m, ids, new_tokens) - _generate_seconds(m, ids, 1))
+                          / (new_tokens - 1))
+    return {k: sorted(v)[len(v) // 2] for k, v in per.items()}
 
 
 # ------------------------------------------------------------------ evaluation
