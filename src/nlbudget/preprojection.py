@@ -250,23 +250,16 @@ def train_probe(model, windows: torch.Tensor, steps: int, batch_size: int, lr: f
                 seed: int = 0, progress=None) -> list[float]:
     """AdamW on next-token loss over random train windows; only parameters that require
     gradients (the probe's) are updated. Cosine schedule with 10 % warm-up."""
-    from .training import cosine_schedule
+    from .training import cosine_schedule, lm_step
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     sched = cosine_schedule(opt, max(1, steps // 10), steps)
     gen = torch.Generator().manual_seed(seed)
     losses = []
-    model.train()
-    for _ in range(steps):
+    for _ in range(steps):  # frozen weights have no gradient: clipping sees the probe's only
         batch = windows[torch.randint(0, len(windows), (batch_size,), generator=gen)]
-        loss = model(input_ids=batch, labels=batch).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
+        losses.append(lm_step(model, batch, opt, sched))
         if progress is not None:
             progress.update(1)
     model.eval()
