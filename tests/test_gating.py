@@ -208,3 +208,43 @@ def test_gating_report_and_two_phase_run_on_a_tiny_model():
                                             batch_size=4, context=16, seed=0)
     assert tp["steps"]["control"] == 4
     assert all(np.isfinite(tp[k]) for k in ("phase1_ppl", "phase2_soft_ppl", "control_ppl"))
+
+
+def test_random_routing_routes_the_stated_fraction_and_repeats():
+    model = _llama()
+    mlp = capture.mlps(model)[1]
+    fits, _ = surrogates.fit_layers(model, _ids(), layers=[1])
+    for frac in (0.25, 0.6):
+        rr = gating.RandomRouting(mlp, fits[1], frac, seed=3)
+        x = torch.randn(64, 40, 32)
+        with torch.no_grad():
+            a = rr(x)
+        # position 0 always keeps its MLP; of the rest, `frac` go to the surrogate
+        assert abs(rr.fraction - frac * 39 / 40) < 0.03
+        rr.reset()
+        with torch.no_grad():
+            assert torch.equal(rr(x), a)  # seeded: the same draw after a reset
+
+
+def test_paired_auc_difference():
+    rng = np.random.default_rng(0)
+    y = rng.random(4000) < 0.5
+    groups = np.repeat(np.arange(40), 100)
+    good = y + rng.normal(0, 1.0, 4000)
+    bad = rng.normal(0, 1.0, 4000)
+    d, lo, hi = gating.bootstrap_auc_diff(good, bad, y, groups, n_boot=300)
+    assert d == pytest.approx(gating.auc(good, y) - gating.auc(bad, y))
+    assert lo > 0.1
+    d, lo, hi = gating.bootstrap_auc_diff(good, good, y, groups, n_boot=100)
+    assert d == lo == hi == 0.0
+
+
+def test_transfer_reports_correlation_intervals():
+    build = {t: (float(t), 0.8, 20) for t in range(50)}
+    test = {t: (float(t) + (t % 3), 0.8, 20) for t in range(50)}
+    tr = gating.transfer(build, test, list(range(50)))
+    assert tr["found"] == 50 and tr["r_nofly"] > 0.9
+    lo, hi = tr["r_nofly_ci"]
+    assert lo < tr["r_nofly"] < hi and lo > 0.9
+    tr = gating.transfer(build, test, [1, 2])
+    assert tr["r_nofly"] is None and tr["r_nofly_ci"] == [None, None]

@@ -227,3 +227,28 @@ def test_inference_form_matches(family):
         got = v(input_ids=IDS).logits
     assert torch.allclose(got, ref, atol=1e-5) and not torch.equal(got, m(input_ids=IDS).logits)
     assert pp.cache_tensors(v, IDS[:, :8], new_tokens=3) == cache
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cached_decoding_equals_the_uncached_forward(family):
+    base = tiny(family)
+    m = pp.variant_model(base, "pre+skip", pp.matched_budget(base, 4), seed=0)
+    perturb(m)  # off the step-0 identity: the modules now change the logits
+    res = pp.cached_vs_uncached(m, IDS[:2, :8], new_tokens=4, reference=base)
+    assert res["max_abs"] <= 1e-4 * res["scale"]  # the cache is not stale
+    assert res["reference_max_abs"] > 1e-2 * res["scale"]  # and the check can tell models apart
+    assert res["bytes"] == pp.cached_vs_uncached(base, IDS[:2, :8], new_tokens=4)["bytes"] > 0
+
+
+def test_a_stale_cache_is_caught():
+    # a module whose output depends on how many tokens it sees at once breaks the cache:
+    # the check must catch it
+    base = tiny("llama")
+    m = pp.variant_model(base, "pre", pp.matched_budget(base, 4), seed=0)
+    perturb(m)
+    for probe in pp.probes(m):
+        pre = probe.pre
+        orig = pre.forward
+        probe.pre.forward = lambda x, orig=orig: orig(x) * (1.0 + 0.5 * (x.shape[1] == 1))
+    res = pp.cached_vs_uncached(m, IDS[:2, :8], new_tokens=4)
+    assert res["max_abs"] > 1e-3 * res["scale"]

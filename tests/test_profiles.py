@@ -1,6 +1,6 @@
 import pytest
 
-from nlbudget import profiles
+from nlbudget import profiles, training
 from nlbudget.profiles import ParameterError
 
 
@@ -60,20 +60,28 @@ def test_parse_seed():
 
 def test_string_choices():
     with pytest.raises(ParameterError, match="valid: bfloat16, float32"):
-        profiles.validate("02", profile="ci", dtype="float16")
-    assert profiles.validate("02", profile="ci", corpus="shakespeare")["corpus"] == "shakespeare"
+        profiles.validate("03", profile="ci", dtype="float16")
+    assert profiles.validate("03", profile="ci", corpus="shakespeare")["corpus"] == "shakespeare"
 
 
 @pytest.mark.parametrize("value", ["linear,bogus", "pca-2", "linear,linear", ""])
 def test_gate_list_is_checked(value):
     with pytest.raises(ParameterError, match="pca-2, pca-6, pca-12, mlp-16"):
-        profiles.validate("03", profile="ci", gates=value)
+        profiles.validate("04", profile="ci", gates=value)
 
 
 def test_gate_list_and_shared_pair_settings():
-    s = profiles.validate("03", profile="ci", gates="linear,mlp-16")
+    s = profiles.validate("04", profile="ci", gates="linear,mlp-16")
     assert s["gates"] == "linear,mlp-16"
-    for p in profiles.PROFILES:  # Part II.a and II.b train the same (cached) pair
-        a, b = profiles.CHAPTERS["02"].settings[p], profiles.CHAPTERS["03"].settings[p]
-        assert {k: v for k, v in a.items() if k.startswith("pair_")} == \
-            {k: v for k, v in b.items() if k.startswith("pair_")}
+    for p in profiles.PROFILES:  # Parts II.a, II.b and IV train the same (cached) pair
+        pair = [{k: v for k, v in profiles.CHAPTERS[c].settings[p].items() if k.startswith("pair_")
+                 and k in training.PAIR[p]} for c in ("03", "04", "06")]
+        assert pair[0] == pair[1] == pair[2] == training.PAIR[p]
+
+
+def test_chapters_in_reading_order():
+    stems = [c.stem for c in profiles.CHAPTERS.values()]
+    assert stems == ["01_gated_mlp_symmetry", "02_does_symmetry_matter", "03_linear_surrogates",
+                     "04_adaptive_gating", "05_fixed_universal", "06_preprojection_probes"]
+    for key, c in profiles.CHAPTERS.items():
+        assert c.stem.startswith(key) and c.load().STEM == c.stem

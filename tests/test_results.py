@@ -12,7 +12,7 @@ def _settings(profile="smoke"):
 
 
 def test_write_and_read_round_trip(tmp_path):
-    claims = [Claim("P1.kv-memory", "paper", "measured", "reproduced")]
+    claims = [Claim("P1.kv-memory", "measured", "reproduced", control="c")]
     p = results.write_chapter(_settings(), {"x": 1.23456789, "y": [0.1, 2]}, claims, tmp_path)
     assert p == tmp_path / "smoke" / "01_gated_mlp_symmetry.json"
     doc = results.read("01_gated_mlp_symmetry", "smoke", tmp_path)
@@ -51,7 +51,7 @@ def test_nan_is_rejected(tmp_path):
 
 def test_verdict_must_be_known():
     with pytest.raises(ValueError, match="not one of"):
-        Claim("P1.kv-memory", "p", "m", "sort of")
+        Claim("P1.kv-memory", "m", "sort of")
 
 
 def test_round_floats_is_stable():
@@ -62,10 +62,24 @@ def test_registry_has_unique_ids_and_known_parts():
     rows = results.claims_registry()
     assert len(rows) >= 30
     assert {r["part"] for r in rows} == {"I", "II", "III", "IV"}
+    assert {r["kind"] for r in rows} == set(results.KINDS)
+    for r in rows:  # every row names its chapter (in reading order) and the section that measures it
+        ch = profiles.chapter(r["chapter"])
+        assert ch.part == r["part"] and r["section"].startswith(f"ch{ch.key}-"), r["id"]
+        assert r["paper"] and r["paper_scale"], r["id"]
+
+
+def test_counts_by_kind_and_verdict(tmp_path):
+    results.write_chapter(_settings(), {}, [Claim("P1.rank1", "yes", "reproduced", control="c")],
+                          tmp_path)
+    c = results.counts(results.ledger("smoke", tmp_path))
+    assert c["derivation"]["reproduced"] == 1
+    assert sum(c["all"].values()) == len(results.claims_registry())
+    assert c["all"]["not run"] == len(results.claims_registry()) - 1
 
 
 def test_ledger_marks_missing_claims_not_run(tmp_path):
-    results.write_chapter(_settings(), {}, [Claim("P1.rank1", "p", "yes", "reproduced")], tmp_path)
+    results.write_chapter(_settings(), {}, [Claim("P1.rank1", "yes", "reproduced", control="c")], tmp_path)
     rows = {r["id"]: r for r in results.ledger("smoke", tmp_path)}
     assert rows["P1.rank1"]["verdict"] == "reproduced"
     assert rows["P1.rank1"]["measured"] == "yes"
@@ -73,14 +87,14 @@ def test_ledger_marks_missing_claims_not_run(tmp_path):
 
 
 def test_ledger_shows_paper_profile_beside(tmp_path):
-    results.write_chapter(_settings("paper"), {}, [Claim("P1.rank1", "p", "big", "partly")], tmp_path)
+    results.write_chapter(_settings("paper"), {}, [Claim("P1.rank1", "big", "not run", needs="a GPU")], tmp_path)
     rows = {r["id"]: r for r in results.ledger("smoke", tmp_path)}
-    assert rows["P1.rank1"]["verdict"] == "not run"
+    assert rows["P1.rank1"]["verdict"] == "not run" and "has not run" in rows["P1.rank1"]["needs"]
     assert rows["P1.rank1"]["measured_paper_profile"] == "big"
 
 
 def test_ledger_rejects_unregistered_claim(tmp_path):
-    results.write_chapter(_settings(), {}, [Claim("P9.made-up", "p", "m", "partly")], tmp_path)
+    results.write_chapter(_settings(), {}, [Claim("P9.made-up", "m", "not run", needs="x")], tmp_path)
     with pytest.raises(ValueError, match="not in data/claims.csv"):
         results.ledger("smoke", tmp_path)
 
@@ -89,8 +103,8 @@ def test_duplicate_registry_ids_rejected(tmp_path):
     p = tmp_path / "claims.csv"
     with open(p, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["id", "part", "chapter", "claim", "paper"])
-        w.writerow(["A", "I", "01", "c", "p"])
-        w.writerow(["A", "I", "01", "c", "p"])
+        w.writerow(["id", "part", "chapter", "kind", "section", "claim", "paper", "paper_scale"])
+        w.writerow(["A", "I", "01", "paper", "s", "c", "p", "x"])
+        w.writerow(["A", "I", "01", "paper", "s", "c", "p", "x"])
     with pytest.raises(ValueError, match="duplicate"):
         results.claims_registry(p)

@@ -70,3 +70,14 @@ def test_relu_has_no_positive_alpha_counterexample():
 def test_symmetric_form_keeps_both_symmetries_for_any_sigma():
     sym = symbolic.symmetric_invariance()
     assert sym["exchange"].holds and sym["inverse-scaling"].holds
+
+
+def test_proofs_have_negative_controls():
+    for ident in (symbolic.kv_memory(2, 2), symbolic.static_query_absorbed(2, 1),
+                  symbolic.rank1_bilinear(2, 2), *symbolic.symmetric_invariance().values()):
+        assert ident.holds and symbolic.rejects_perturbation(ident), ident.name
+    wrong = symbolic.Identity("wrong", symbolic.sigma(symbolic.a), symbolic.sigma(symbolic.a),
+                              True)
+    # a statement whose two sides are the same function of the same symbol: perturbing the
+    # right side makes it false, which the checker must see
+    assert symbolic.rejects_perturbation(wrong)

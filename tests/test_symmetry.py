@@ -77,3 +77,18 @@ def test_modular_addition_is_learnable_and_seeded():
     b = symmetry.train_modular("gated-silu", p=7, d=16, budget=8 * 16 * 16, steps=300, seed=0)
     assert a == b
     assert a.train_acc == 1.0  # it fits the training pairs
+
+
+def test_random_counterpart_keeps_shapes_and_scale():
+    torch.manual_seed(0)
+    mlp = LlamaMLP(LlamaConfig(hidden_size=8, intermediate_size=16, hidden_act="silu",
+                               num_attention_heads=1, num_key_value_heads=1))
+    with torch.no_grad():
+        mlp.up_proj.weight.mul_(5.0)
+    r = symmetry.random_counterpart(mlp, seed=1)
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        a, b = getattr(mlp, name).weight, getattr(r, name).weight
+        assert a.shape == b.shape and not torch.equal(a, b)
+        assert float(b.pow(2).mean().sqrt()) == pytest.approx(float(a.pow(2).mean().sqrt()),
+                                                               rel=0.3)
+    assert torch.equal(symmetry.random_counterpart(mlp, seed=1).up_proj.weight, r.up_proj.weight)

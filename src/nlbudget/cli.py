@@ -36,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("-p", "--param", action="append", type=_param, default=[],
                    metavar="NAME=VALUE", help="override a notebook parameter")
     r.add_argument("--timeout", type=int, default=3600, help="per-cell timeout, seconds")
-    led = sub.add_parser("ledger", help="print the claims ledger as markdown")
+    led = sub.add_parser("ledger", help="print the claims ledger: counts per kind and verdict, "
+                         "then every claim")
     led.add_argument("--profile", default="ci")
+    led.add_argument("--results-dir", default=None)
+    led.add_argument("--markdown", action="store_true", help="the book page's markdown instead")
     f = sub.add_parser("fetch", help="fetch an offline model or corpus into the cache")
     f.add_argument("asset", help="smollm2-135m, pydocs or shakespeare")
     args = ap.parse_args(argv)
@@ -57,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
                           results_dir=args.results_dir, seed=profiles.parse_seed(args.seed))
             print(f"book: {index}")
         elif args.cmd == "ledger":
-            from .book import ledger_markdown
-            print(ledger_markdown(args.profile))
+            from .book import ledger_markdown, ledger_text
+            if args.profile not in profiles.PROFILES:
+                raise ParameterError(f"unknown profile {args.profile!r}; valid profiles: "
+                                     f"{', '.join(profiles.PROFILES)}")
+            print(ledger_markdown(args.profile, args.results_dir) if args.markdown
+                  else ledger_text(args.profile, args.results_dir))
         elif args.cmd == "fetch":
             from . import corpora, models
             if args.asset in models.OFFLINE_MODELS:

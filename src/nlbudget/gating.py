@@ -16,9 +16,12 @@ import numpy as np
 import torch
 from torch import nn
 
-# linear: d+1 parameters; pca-k: the author's code uses k = 2b for its "b = 1, 3, 6" gates;
-# mlp-16: a small MLP gate
-from .profiles import GATE_KINDS
+from . import stats
+
+#: Gate kinds. linear: P3's d+1 logistic gate (required: routing and compound gating use
+#: it); pca-k: the author's "b = 1, 3, 6" gates (PCA to k = 2b dimensions, then logistic);
+#: mlp-16: a small MLP gate.
+GATE_KINDS = ("linear", "pca-2", "pca-6", "pca-12", "mlp-16")
 
 
 def delta_labels(delta: torch.Tensor) -> tuple[torch.Tensor, float, str]:
@@ -201,6 +204,28 @@ class HybridMLP(nn.Module):
 
 # --- how well a gate ranks tokens ---------------------------------------------------------
 
+class RandomRouting(HybridMLP):
+    """The control for a gate: route a random `fraction` of tokens (each independently, from a
+    seeded generator) to the surrogate — as many as the gate routes, chosen blindly."""
+
+    def __init__(self, mlp: nn.Module, surrogate: nn.Module, fraction: float, seed: int = 0,
+                 keep_first: int = 1):
+        nn.Module.__init__(self)
+        self.mlp, self.surrogate, self.keep_first = mlp, surrogate, keep_first
+        self.target, self.seed = float(fraction), seed
+        self.gen = torch.Generator().manual_seed(seed)
+        self.routed, self.seen = 0, 0
+
+    def route(self, x: torch.Tensor) -> torch.Tensor:
+        r = torch.rand(x.shape[:2], generator=self.gen) < self.target
+        r[:, : self.keep_first] = False
+        return r
+
+    def reset(self):
+        super().reset()
+        self.gen = torch.Generator().manual_seed(self.seed)
+
+
 def auc(scores, labels) -> float:
     """Area under the ROC curve: P(score of a positive > score of a negative), ties ½."""
     return bootstrap_auc(scores, labels, n_boot=0)[0]
@@ -245,6 +270,28 @@ def bootstrap_auc(scores, labels, groups=None, n_boot: int = 1000, seed: int = 0
     return point, float(lo), float(hi)
 
 
+def bootstrap_auc_diff(scores_a, scores_b, labels, groups, n_boot: int = 1000, seed: int = 0,
+                       level: float = 0.95):
+    """AUC(a) − AUC(b) of two gates scored on the same tokens, with a percentile interval from
+    resampling `groups` (windows) — the same resample for both, so the interval is paired.
+    Returns (diff, lo, hi)."""
+    y = np.asarray(labels).astype(bool).ravel()
+    g = np.unique(np.asarray(groups).ravel(), return_inverse=True)[1]
+    G = int(g.max()) + 1
+    Ma = _pair_matrix(np.asarray(scores_a, np.float64).ravel(), y, g, G)
+    Mb = _pair_matrix(np.asarray(scores_b, np.float64).ravel(), y, g, G)
+    P = np.bincount(g, weights=y.astype(float), minlength=G)
+    N = np.bincount(g, weights=(~y).astype(float), minlength=G)
+    point = float((Ma.sum() - Mb.sum()) / (P.sum() * N.sum()))
+    rng = np.random.default_rng(seed)
+    c = np.stack([np.bincount(d, minlength=G)
+                  for d in rng.integers(0, G, size=(n_boot, G))]).astype(float)
+    den = (c @ P) * (c @ N)
+    boot = (((c @ Ma) * c).sum(1) - ((c @ Mb) * c).sum(1)) / den
+    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return point, float(lo), float(hi)
+
+
 # --- "no-fly" token lists (P3 §4.3) ------------------------------------------------------
 
 def token_means(token_ids, delta, min_obs: int = 10) -> dict[int, tuple[float, float, int]]:
@@ -273,16 +320,17 @@ def transfer(build: dict, test: dict, nofly: list[int]) -> dict:
     still = nofly_list({t: test[t] for t in found})
     common = sorted(set(build) & set(test))
 
-    def r(tokens):  # None: undefined (fewer than 3 tokens)
-        if len(tokens) < 3:
-            return None
+    def r(tokens):  # (r, lo, hi) with a Fisher-z interval; None where undefined
         a = np.array([build[t][0] for t in tokens])
         b = np.array([test[t][0] for t in tokens])
-        return float(np.corrcoef(a, b)[0, 1])
+        est, lo, hi = stats.correlation_interval(a, b)
+        return [None if not np.isfinite(v) else v for v in (est, lo, hi)]
 
+    rn, rc = r(found), r(common)
     return {"n_nofly": len(nofly), "found": len(found), "still_nofly": len(still),
-            "flipped": sum(test[t][0] < 0 for t in found), "r_nofly": r(found),
-            "n_common": len(common), "r_common": r(common)}
+            "flipped": sum(test[t][0] < 0 for t in found), "r_nofly": rn[0],
+            "r_nofly_ci": rn[1:], "n_common": len(common), "r_common": rc[0],
+            "r_common_ci": rc[1:]}
 
 
 # --- what routing saves --------------------------------------------------------------------
@@ -422,7 +470,8 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     train_rows, sel_rows = slice(0, n_gate), slice(n_gate, None)
     window_of = _rows(torch.arange(select_windows.shape[0])[:, None]
                       .expand(select_windows.shape)).numpy()
-    gates, per_layer, sel_scores = {}, [], {}
+    gates, per_layer, sel_scores, routed_train = {}, [], {}, {}
+    family = 1 - 0.05 / L  # Bonferroni over layers
     for l in range(L):
         y, thr, rule = delta_labels(d_gate[l])
         X, Xs = parts(acts, l, train_rows), parts(acts, l, sel_rows)
@@ -431,17 +480,26 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
         if l in curve_layers:
             gates[l].update({k: fit_gate(k, X["x"], y, seed) for k in kinds if k != "linear"})
         y_sel, _, _ = delta_labels(d_sel[l])
-        aucs = {}
+        aucs, scores = {}, {}
         with torch.no_grad():
             for name, g in gates[l].items():
-                sc = g(Xs[name.split(":")[1] if ":" in name else "x"]).numpy()
-                aucs[name] = bootstrap_auc(sc, y_sel.numpy(), window_of, n_boot, seed)
+                scores[name] = g(Xs[name.split(":")[1] if ":" in name else "x"]).numpy()
+                aucs[name] = bootstrap_auc(scores[name], y_sel.numpy(), window_of, n_boot, seed)
             sel_scores[l] = gates[l]["linear:x"](Xs["x"])
+            routed_train[l] = float((gates[l]["linear:x"](X["x"]) > 0.5).double().mean())
+        yl = y_sel.numpy()
+        # intervals that hold together over the L layers (Bonferroni), for "any"/"share" claims
+        fam = {k: bootstrap_auc(scores[k], yl, window_of, n_boot, seed, family)
+               for k in ("linear:x", "linear:e") if k in scores}
+        diffs = {f"{k}−linear:x": bootstrap_auc_diff(scores[k], scores["linear:x"], yl, window_of,
+                                                      n_boot, seed, family)
+                 for k in scores if k != "linear:x"}
         per_layer.append({
             "layer": l, "labels": {"threshold": thr, "rule": rule,
                                    "share_linear_ok": float(y.double().mean())},
             "all_linear": {"cost": all_linear[l][0], "ci": all_linear[l][1]},
-            "auc": aucs, "delta": delta_summary(d_gate[l]),
+            "auc": aucs, "auc_family": fam, "auc_diff_family": diffs,
+            "delta": delta_summary(d_gate[l]),
             "gate_params": {k: g.n_params for k, g in gates[l].items()}})
         if l in curve_layers:
             qs = np.linspace(0, 1, 41)
@@ -456,7 +514,11 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     def hybrid(l, kind="linear:x", thr=0.5):
         return HybridMLP(mlp[l], fits[l], gates[l][kind], thr)
 
-    variants = {"gate": {l: hybrid(l) for l in range(L)}}
+    variants = {"gate": {l: hybrid(l) for l in range(L)},
+                # the control: as many tokens as the gate routes (on its training tokens),
+                # chosen at random
+                "random": {l: RandomRouting(mlp[l], fits[l], routed_train[l], seed + 1000 + l)
+                           for l in range(L)}}
     for f in fractions:
         variants[f"linear@{f:g}"] = {l: hybrid(l, thr=per_layer[l]["thresholds"][f])
                                      for l in curve_layers}
@@ -467,10 +529,16 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
 
     def result(v, l):
         return {"cost": ev.cost(v, l), "routed": variants[v][l].fraction,
-                "ci": S.bootstrap_cost(ev.baseline, ev.linear[v][l], n_boot, seed)}
+                "ci": S.bootstrap_cost(ev.baseline, ev.linear[v][l], n_boot, seed),
+                "ci_family": S.bootstrap_cost(ev.baseline, ev.linear[v][l], n_boot, seed, family)}
 
     for l, row in enumerate(per_layer):
         row["gate"] = result("gate", l)
+        # random routing relative to the gate: > 0 where the gate chose better than chance
+        row["random"] = {**result("random", l), "target": routed_train[l],
+                         "vs_gate": ev.cost("random", l) - ev.cost("gate", l),
+                         "vs_gate_ci_family": S.bootstrap_cost(
+                             ev.linear["gate"][l], ev.linear["random"][l], n_boot, seed, family)}
         if l in curve_layers:
             row["curve"] = sorted([{"threshold": row["thresholds"][f], "target": f,
                                     **result(f"linear@{f:g}", l)} for f in fractions]
@@ -504,7 +572,7 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
         "n_layers": L, "baseline_ppl": S.perplexity(ev.baseline),
         "tokens": {"gate": int(gate_windows.numel()), "select": int(select_windows.numel()),
                    "eval": int(eval_windows.numel())},
-        "kinds": list(kinds), "curve_layers": list(curve_layers),
+        "kinds": list(kinds), "curve_layers": list(curve_layers), "family_level": family,
         "probe_layers": list(probe_layers), "per_layer": per_layer,
         "flops": {"mlp": fl.mlp, "surrogate": fl.surrogate, "gate": fl.gate,
                   "blocks": fl.blocks, "head": fl.head},

@@ -107,9 +107,10 @@ def progressive(runs: dict):
     return fig
 
 
-def symmetry_experiments(lm: dict, modular: dict, gates: list, cost=None):
+def symmetry_experiments(lm: dict, modular: dict, gates: list, cost=None, random=None):
     """Part I's experiment: validation PPL per form and seed; modular-addition accuracy;
-    SmolLM2's gate asymmetry by layer (and Part II.a's linearization cost, if given)."""
+    SmolLM2's gate asymmetry by layer, against random gated MLPs of the same shapes (`random`),
+    and Part II.a's linearization cost, if given."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1.2, 1.2, 1.4]})
     names = list(lm)
     for i, n in enumerate(names):
@@ -126,6 +127,9 @@ def symmetry_experiments(lm: dict, modular: dict, gates: list, cost=None):
     layers = np.arange(len(gates))
     for key, style in (("exchange", "o-"), ("scale 0.5", "s--"), ("scale 2", "^--")):
         axes[2].plot(layers, [g[key] for g in gates], style, ms=3, label=key)
+    if random is not None:
+        axes[2].plot(layers, [g["exchange"] for g in random], "o-", ms=3, color="grey",
+                     alpha=0.6, label="exchange, random counterpart")
     axes[2].set_xlabel("SmolLM2 layer")
     axes[2].set_ylabel("relative output change")
     axes[2].set_title("trained gates")
@@ -354,5 +358,33 @@ def probe_training(curves: dict):
         ax.set_xlabel("step")
         ax.set_ylabel("training loss")
     axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+#: One colour per verdict, the same on the ledger page and in the chapters.
+VERDICT_COLORS = {"reproduced": "#2e8b57", "partly": "#9acd32", "inconclusive": "#c8c8c8",
+                  "not reproduced": "#c0392b", "not run": "#f0f0f0"}
+
+
+def ledger_overview(rows: list[dict], parts: dict, kinds=("paper", "derivation", "book")):
+    """The ledger at a glance: one bar per (part, kind), split by verdict."""
+    cats = [(p, k) for p in parts for k in kinds
+            if any(r["part"] == p and r["kind"] == k for r in rows)]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(cats) + 1.2))
+    y = np.arange(len(cats))[::-1]
+    left = np.zeros(len(cats))
+    for v, color in VERDICT_COLORS.items():
+        n = np.array([sum(r["part"] == p and r["kind"] == k and r["verdict"] == v for r in rows)
+                      for p, k in cats], dtype=float)
+        ax.barh(y, n, left=left, color=color, edgecolor="#888888", lw=0.5, label=v)
+        for yi, li, ni in zip(y, left, n):
+            if ni:
+                ax.text(li + ni / 2, yi, f"{int(ni)}", ha="center", va="center", fontsize=8)
+        left += n
+    ax.set_yticks(y, [f"Part {p} · {k}" for p, k in cats])
+    ax.set_xlabel("claims")
+    ax.grid(axis="y", visible=False)
+    ax.legend(ncol=5, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout()
     return fig

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import stats
 from .capture import blocks, layout
 
 #: Each layout's attention attribute on a block, and the projections LoRA adapts.
@@ -298,6 +299,33 @@ def cache_tensors(model, ids: torch.Tensor, new_tokens: int = 4) -> list[tuple]:
     return [(tuple(t.shape), t.dtype) for layer in cache.layers for t in (layer.keys, layer.values)]
 
 
+@torch.no_grad()
+def cached_vs_uncached(model, ids: torch.Tensor, new_tokens: int = 4, reference=None) -> dict:
+    """Greedy decoding with the K/V cache against one uncached forward pass over the decoded
+    sequence: the largest |Δ| of the next-token logits at every decoded step, relative to
+    the largest |logit|, and the cache's bytes (values: every cached tensor's numel × size).
+    With `reference` (another model), its uncached logits are compared too: the control that
+    the check can tell two models apart."""
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                         max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                         return_dict_in_generate=True, output_logits=True, use_cache=True,
+                         pad_token_id=0)
+    cached = torch.stack(out.logits, 1).float()  # (B, new, V)
+    seq = out.sequences
+    P = ids.shape[1]
+
+    def uncached(m):
+        return m(input_ids=seq[:, :-1], use_cache=False).logits[:, P - 1:].float()
+
+    scale = float(cached.abs().max())
+    res = {"max_abs": float((cached - uncached(model)).abs().max()), "scale": scale,
+           "bytes": sum(t.numel() * t.element_size() for layer in out.past_key_values.layers
+                        for t in (layer.keys, layer.values))}
+    if reference is not None:
+        res["reference_max_abs"] = float((cached - uncached(reference)).abs().max())
+    return res
+
+
 def cache_bytes(tensors: list[tuple]) -> int:
     return sum(torch.Size(s).numel() * torch.empty((), dtype=dt).element_size()
                for s, dt in tensors)
@@ -372,20 +400,9 @@ def last_word_eval(model, encoded: list[tuple[list, list]], batch_size: int = 8)
 
 def bootstrap_paired(base: torch.Tensor, new: torch.Tensor, stat: str = "ratio",
                      n_boot: int = 1000, seed: int = 0, level: float = 0.95):
-    """Percentile interval of mean(new)/mean(base) − 1 (`ratio`) or mean(new) − mean(base)
-    (`diff`), resampling items in pairs; (None, None) if no resample is defined."""
-    import numpy as np
-
-    a, b = base.double().numpy(), new.double().numpy()
-    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = b[idx].mean(1) / a[idx].mean(1) - 1 if stat == "ratio" else \
-            b[idx].mean(1) - a[idx].mean(1)
-    r = r[np.isfinite(r)]
-    if not len(r):
-        return None, None
-    lo, hi = np.quantile(r, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+    """Paired percentile interval over items (`stats.bootstrap_paired`)."""
+    return stats.bootstrap_paired(base.double().numpy(), new.double().numpy(), stat, n_boot,
+                                  seed, level)
 
 
 # ------------------------------------------------------------------ the frozen-probe study
@@ -415,12 +432,13 @@ def probe_study(model, budget: Budget, train_windows: torch.Tensor, eval_windows
         nll = eval_nll(m, eval_windows, eval_batch)
         hit = last_word_eval(m, items, eval_batch)["correct"].float()
         cache = cache_tensors(m, probe_ids)
+        check = cached_vs_uncached(m, probe_ids, reference=model if v != "base" else None)
         out[v] = {"trainable": trainable(m), "sizes": budget.sizes(v),
                   "train_tokens": len(losses) * batch_size * train_windows.shape[1],
                   "train_loss": losses, "step0_identical": step0,
                   "ppl": perplexity(nll), "accuracy": float(hit.mean()), "correct": int(hit.sum()),
                   "cache_identical": cache == base_cache, "cache_bytes": cache_bytes(cache),
-                  "base_cache_bytes": cache_bytes(base_cache)}
+                  "base_cache_bytes": cache_bytes(base_cache), "cache_check": check}
         if probes(m) and probes(m)[0].skip is not None:
             out[v]["skip_use"] = skip_use(m, eval_windows, eval_batch)
         kept[v] = (nll, hit)

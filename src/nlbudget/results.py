@@ -14,31 +14,16 @@ import os
 import platform
 import subprocess
 import tempfile
-from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
 from . import paths
 
-VERDICTS = ("reproduced", "partly", "not reproduced", "not run")
-PACKAGES = ("nlbudget", "torch", "transformers", "numpy", "sympy", "pandas", "papermill",
-            "matplotlib", "gguf", "datasets")
+from .claims import KINDS, VERDICTS, Claim  # noqa: F401  (the ledger's vocabulary)
 
-
-@dataclass(frozen=True)
-class Claim:
-    """One row of the claims ledger: what the paper says, what the book measured."""
-
-    id: str  # matches a row of data/claims.csv
-    paper: str  # the paper's figure or statement
-    measured: str  # the book's figure, as text
-    verdict: str  # one of VERDICTS
-    note: str = ""
-
-    def __post_init__(self):
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+PACKAGES = ("nlbudget", "torch", "transformers", "numpy", "scipy", "sympy", "pandas",
+            "papermill", "matplotlib", "gguf", "datasets", "peft")
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
@@ -106,12 +91,27 @@ def write_chapter(settings: dict, figures: dict, claims: list[Claim],
         "seed": settings["seed"],
         "parameters": settings,
         "figures": round_floats(figures),
-        "claims": [asdict(c) for c in claims],
+        "claims": [c.as_dict() for c in claims],
         "environment": environment(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     text = json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"
     return atomic_write_text(results_path(stem, profile, results_dir), text)
+
+
+def as_stored(figures: dict) -> dict:
+    """The figures as the results file will hold them (rounded, JSON types), so that claims
+    computed from them are the claims any reader recomputes from the file."""
+    return json.loads(json.dumps(round_floats(figures), allow_nan=False))
+
+
+def finish(module, settings: dict, figures: dict, results_dir: str | Path | None = None) -> dict:
+    """A chapter's last step: its claims from its (stored) figures by its chapter module's
+    `claims(F, S)`, then the results file, written atomically. Returns the written document."""
+    F = as_stored(figures)
+    claims = module.claims(F, settings)
+    path = write_chapter(settings, F, claims, results_dir)
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def read(stem: str, profile: str, results_dir: str | Path | None = None) -> dict:
@@ -136,10 +136,15 @@ def claims_registry(path: Path | None = None) -> list[dict]:
     return rows
 
 
+LEDGER_FIELDS = ("measured", "verdict", "control", "reason", "needs", "parts", "author_data",
+                 "scale", "obtained", "note")
+
+
 def ledger(profile: str, results_dir: str | Path | None = None,
            registry: Path | None = None) -> list[dict]:
-    """One row per registered claim: the paper's figure, the book's at `profile` (and at
-    `paper`, where committed), and a verdict; `not run` where no results file has it."""
+    """One row per registered claim: the paper's text and scale (data/claims.csv), the book's
+    measurement at `profile` (and at `paper`, where committed) with its verdict, control and
+    scale; `not run` where no results file has the claim."""
     rows = claims_registry(registry)
     known = {r["id"] for r in rows}
     measured: dict[str, dict[str, dict]] = {}
@@ -155,13 +160,23 @@ def ledger(profile: str, results_dir: str | Path | None = None,
     for r in rows:
         here = measured.get(profile, {}).get(r["id"])
         paper = measured.get("paper", {}).get(r["id"]) if profile != "paper" else None
-        out.append({
-            "id": r["id"], "part": r["part"], "chapter": r["chapter"], "claim": r["claim"],
-            "paper": here["paper"] if here else r["paper"],
-            "measured": here["measured"] if here else "",
-            "verdict": here["verdict"] if here else "not run",
-            "note": here.get("note", "") if here else "",
-            "measured_paper_profile": paper["measured"] if paper else "",
-            "verdict_paper_profile": paper["verdict"] if paper else "",
-        })
+        row = {k: r[k] for k in ("id", "part", "chapter", "kind", "section", "claim", "paper",
+                                 "paper_scale")}
+        row.update({k: (here or {}).get(k, "") for k in LEDGER_FIELDS})
+        if not here:
+            row.update(verdict="not run", needs=f"chapter {r['chapter']} has not run at "
+                       f"profile {profile!r}", parts={})
+        row["measured_paper_profile"] = paper["measured"] if paper else ""
+        row["verdict_paper_profile"] = paper["verdict"] if paper else ""
+        out.append(row)
+    return out
+
+
+def counts(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Ledger rows counted by kind and verdict: {kind: {verdict: n}}, kinds and verdicts in
+    the vocabulary's order, plus an `all` row."""
+    out = {k: {v: 0 for v in VERDICTS} for k in (*KINDS, "all")}
+    for r in rows:
+        out[r["kind"]][r["verdict"]] += 1
+        out["all"][r["verdict"]] += 1
     return out

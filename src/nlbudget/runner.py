@@ -78,10 +78,10 @@ def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | N
             else:
                 os.environ[k] = v
     nb = nbformat.read(tmp, as_version=4)
-    for cell in nb.cells:  # hide papermill's injected parameters in the book
+    for cell in nb.cells:  # papermill's injected parameters stay in the notebook, off the page
         tags = cell.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "hide-cell" not in tags:
-            tags.append("hide-cell")
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
     nbformat.write(nb, tmp)
     tmp.replace(out)
     return out

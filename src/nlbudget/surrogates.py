@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import stats
 from .capture import blocks, layout, mlps
 
 RIDGE_LAMBDA = 0.01
@@ -188,14 +189,8 @@ def eval_nll(model, windows: torch.Tensor, batch_size: int = 8) -> torch.Tensor:
 def bootstrap_cost(base: torch.Tensor, lin: torch.Tensor, n_boot: int = 1000, seed: int = 0,
                    level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of the relative PPL change, resampling eval windows (rows)."""
-    b = base.double().sum(1).numpy()
-    s = lin.double().sum(1).numpy()
-    n_tok = base.shape[1]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(b), size=(n_boot, len(b)))
-    costs = np.exp((s[idx].sum(1) - b[idx].sum(1)) / (idx.shape[1] * n_tok)) - 1
-    lo, hi = np.quantile(costs, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+    return stats.bootstrap_ppl_ratio(base.double().numpy(), lin.double().numpy(), n_boot,
+                                     seed, level)
 
 
 class Ablated(nn.Module):
@@ -296,7 +291,8 @@ def first_position_ratio(model, windows: torch.Tensor) -> list[float]:
 def linearization_report(model, fit_windows: torch.Tensor, eval_windows: torch.Tensor,
                          batch_size: int, n_boot: int, seed: int, progress=None) -> dict:
     """Everything Part II.a measures on one model: R² of each layer's ridge fit, the cost
-    of linearizing each layer alone (with a bootstrap interval over eval windows) and the
+    of linearizing each layer alone (with a bootstrap interval over eval windows, and one
+    corrected for the number of layers, `ci_family`) and the
     middle third at once, for two variants — `plain` (fit and replace at every position, the
     paper's method) and `keep-first` (fit without position 0 and keep the full MLP there)."""
     dtype = next(model.parameters()).dtype
@@ -314,11 +310,16 @@ def linearization_report(model, fit_windows: torch.Tensor, eval_windows: torch.T
               "first_position_ratio": first_position_ratio(model, fit_windows[:batch_size]),
               "r2": {"plain": [r2_plain[l] for l in range(L)],
                      "keep-first": [r2_kept[l] for l in range(L)]},
-              "cost": {}, "ci": {}, "middle": {"layers": middle_layers(L)}}
+              "cost": {}, "ci": {}, "ci_family": {}, "middle": {"layers": middle_layers(L)},
+              "family_level": 1 - 0.05 / L}
     for v in variants:
         report["cost"][v] = [sweep.cost(v, l) for l in range(L)]
         report["ci"][v] = [bootstrap_cost(sweep.baseline, sweep.linear[v][l], n_boot, seed)
                            for l in range(L)]
+        # Bonferroni: the L intervals hold together at 95 % ("does any layer improve?")
+        report["ci_family"][v] = [bootstrap_cost(sweep.baseline, sweep.linear[v][l], n_boot,
+                                                 seed, report["family_level"])
+                                  for l in range(L)]
         with replaced(model, {l: variants[v][l] for l in report["middle"]["layers"]}):
             nll = eval_nll(model, eval_windows, batch_size)
         report["middle"][v] = {"cost": perplexity(nll) / perplexity(sweep.baseline) - 1,

@@ -198,3 +198,15 @@ def symmetric_invariance() -> dict[str, Identity]:
     lhs = sigma((alpha * a) * (b / alpha))
     inv = Identity("inverse-scaling", lhs, sigma(a * b), _is_zero(lhs - sigma(a * b)))
     return {"exchange": exch, "inverse-scaling": inv}
+
+
+def rejects_perturbation(identity: Identity) -> bool:
+    """The negative control of a proof: the same check on a statement that must be false —
+    the right side with one of its symbols doubled — must *not* reduce to zero. True when the
+    checker rejects it (so a `holds = True` means something)."""
+    syms = sorted(identity.rhs.free_symbols & identity.lhs.free_symbols, key=lambda s: s.name)
+    if not syms:
+        return False
+    s = syms[0]
+    wrong = identity.rhs.subs(s, 2 * s)
+    return not _is_zero(identity.lhs - wrong)

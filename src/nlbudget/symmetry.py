@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import bilinear
+from . import bilinear, stats
 
 
 def install_mlps(model, variant: str, budget: int, seed: int) -> None:
@@ -29,29 +29,9 @@ def install_mlps(model, variant: str, budget: int, seed: int) -> None:
         b.mlp = bilinear.make_mlp(variant, d, budget)
 
 
-def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and Student-t interval over seeds."""
-    from scipy import stats
-
-    v = np.asarray(values, dtype=float)
-    if len(v) < 2:
-        return float(v.mean()), float("nan"), float("nan")
-    half = stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
-
-
-def welch_interval(a, b, level: float = 0.95) -> tuple[float, float, float]:
-    """Difference of means a − b with a Welch t interval (is it larger than seed noise?)."""
-    from scipy import stats
-
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    diff, se = a.mean() - b.mean(), math.sqrt(va + vb)
-    if se == 0:
-        return float(diff), float(diff), float(diff)
-    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = stats.t.ppf((1 + level) / 2, dof) * se
-    return float(diff), float(diff - half), float(diff + half)
+# over seeds: `stats.t_interval` and `stats.welch_interval` (scipy's t intervals)
+mean_interval = stats.t_interval
+welch_interval = stats.welch_interval
 
 
 # ---------------------------------------------------------------- modular addition
@@ -129,3 +109,18 @@ def gate_asymmetry(mlp, x: torch.Tensor, alphas=(0.5, 2.0)) -> dict:
     # how often the gate is "closing": SiLU(z) ≈ 0 for z ≪ 0, ≈ z for z ≫ 0
     res["gate z < 0"] = float((g < 0).double().mean())
     return res
+
+
+def random_counterpart(mlp, seed: int = 0):
+    """A copy of a Llama-style gated MLP with i.i.d. Gaussian weights of the same shapes and
+    the same RMS per projection: the untrained baseline for `gate_asymmetry`."""
+    import copy
+
+    out = copy.deepcopy(mlp)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            w = getattr(out, name).weight
+            rms = w.double().pow(2).mean().sqrt()
+            w.copy_((torch.randn(w.shape, generator=gen, dtype=torch.float64) * rms).to(w.dtype))
+    return out

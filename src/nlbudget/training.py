@@ -21,6 +21,18 @@ from .corpora import Corpus
 from .results import atomic_write_text
 
 
+#: The matched pair of small models trained from scratch (Parts II and IV): the same settings
+#: in every chapter that uses it, so the cached checkpoints are shared.
+PAIR = {
+    "smoke": dict(pair_layers=3, pair_d_model=64, pair_context=64, pair_batch=8,
+                  pair_vocab=512, pair_steps=10, pair_eval_windows=8),
+    "ci": dict(pair_layers=6, pair_d_model=128, pair_context=128, pair_batch=16,
+               pair_vocab=4096, pair_steps=500, pair_eval_windows=128),
+    "paper": dict(pair_layers=6, pair_d_model=256, pair_context=256, pair_batch=32,
+                  pair_vocab=8192, pair_steps=4000, pair_eval_windows=256),
+}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     kind: str  # models.TINY_KINDS
@@ -42,7 +54,7 @@ class TrainConfig:
 
 
 def pair_config(kind: str, settings: dict) -> TrainConfig:
-    """The matched pair's config from a chapter's `pair_*` settings (profiles.PAIR): every
+    """The matched pair's config from a chapter's `pair_*` settings (PAIR): every
     chapter that uses the pair builds it here, so all share one cached checkpoint."""
     steps = settings["pair_steps"]
     return TrainConfig(kind, n_layer=settings["pair_layers"], d_model=settings["pair_d_model"],

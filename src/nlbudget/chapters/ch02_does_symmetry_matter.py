@@ -1,0 +1,243 @@
+"""Chapter 02 (Part I, the experiment the paper never ran): does breaking the exchange
+symmetry matter?
+
+Three tests: the MLP forms of `nlbudget.bilinear` at equal parameters in small language models
+and on modular addition (every form sees the same batches for a seed, so forms are compared in
+pairs over seeds), and the asymmetry of SmolLM2's trained gates against random gated MLPs of the
+same shapes and weight scales on the same inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm.std import tqdm
+
+from .. import bilinear, capture, corpora, models, results, stats, surrogates, symmetry, training
+from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Decision, decided, effect,
+                      needs_seeds)
+
+KEY, STEM, PART = "02", "02_does_symmetry_matter", "I"
+TITLE = "Does breaking the exchange symmetry matter?"
+_ALL = ("standard-gelu,symmetric-silu,gated-silu,gated-gelu,gated-relu,bilinear,rank2-silu,"
+        "rank4-silu")
+SETTINGS = {
+    "smoke": dict(variants="gated-silu,symmetric-silu,rank2-silu", seeds=2, lm_layers=1,
+                  lm_d_model=32, lm_context=32, lm_batch=4, lm_vocab=512, lm_steps=4,
+                  lm_eval_windows=4, mod_p=11, mod_d=16, mod_steps=30, mod_seeds=2,
+                  gate_windows=2, window=64),
+    "ci": dict(variants=_ALL, seeds=3, lm_layers=2, lm_d_model=64, lm_context=64, lm_batch=16,
+               lm_vocab=2048, lm_steps=250, lm_eval_windows=64, mod_p=23, mod_d=32,
+               mod_steps=1500, mod_seeds=5, gate_windows=16, window=256),
+    "paper": dict(variants=_ALL, seeds=5, lm_layers=6, lm_d_model=256, lm_context=256,
+                  lm_batch=32, lm_vocab=8192, lm_steps=3000, lm_eval_windows=256, mod_p=97,
+                  mod_d=128, mod_steps=5000, mod_seeds=10, gate_windows=64, window=256),
+}
+SYMMETRIC, GATED = "symmetric-silu", "gated-silu"
+#: Modular addition says nothing about the forms if no form generalises: best mean test
+#: accuracy must reach this.
+MIN_GENERALISING = 0.5
+
+
+# ------------------------------------------------------------------ study
+
+
+def param_table(S: dict) -> dict:
+    """Hidden width and MLP weights of each form at the budget 8d²."""
+    d = S["lm_d_model"]
+    return {v: {"hidden units": bilinear.hidden_width(v, d, 8 * d * d),
+                "MLP weights": bilinear.n_params(bilinear.make_mlp(v, d, 8 * d * d))}
+            for v in S["variants"].split(",")}
+
+
+def language_modelling(S: dict, text) -> dict:
+    """Validation perplexity of each form, per seed; every form sees a seed's batches."""
+    variants, seeds = S["variants"].split(","), [S["seed"] + i for i in range(S["seeds"])]
+    d, C = S["lm_d_model"], S["lm_context"]
+    tok = training.train_tokenizer(text, vocab_size=S["lm_vocab"])
+    stream = training.encode(text, tok, "train")
+    val = training.encode(text, tok, "validation")[: S["lm_eval_windows"] * C].view(-1, C)
+    out = {v: [] for v in variants}
+    for s in tqdm(seeds, desc="seeds", mininterval=30):
+        for v in variants:
+            cfg = training.TrainConfig("neox-seq", n_layer=S["lm_layers"], d_model=d, context=C,
+                                       batch_size=S["lm_batch"], steps=S["lm_steps"],
+                                       warmup=max(1, S["lm_steps"] // 10),
+                                       vocab_size=S["lm_vocab"], seed=s)
+            model, _ = training.train(
+                cfg, text, tok, stream=stream,
+                prepare=lambda m, v=v, s=s: symmetry.install_mlps(m, v, 8 * d * d, s))
+            out[v].append(surrogates.perplexity(surrogates.eval_nll(model, val)))
+    return out
+
+
+def modular_addition(S: dict) -> dict:
+    """Test and train accuracy of one MLP of each form on (a + b) mod p, per seed."""
+    P, D = S["mod_p"], S["mod_d"]
+    seeds = [S["seed"] + i for i in range(S["mod_seeds"])]
+    runs = {v: [symmetry.train_modular(v, P, D, 8 * D * D, S["mod_steps"], s) for s in seeds]
+            for v in S["variants"].split(",")}
+    return {v: {"test_acc": [r.test_acc for r in rs], "train_acc": [r.train_acc for r in rs]}
+            for v, rs in runs.items()}
+
+
+def real_gates(S: dict, text) -> dict:
+    """Per SmolLM2 layer, on held-out inputs (position 0 left out): the relative output change
+    under gate↔up exchange and inverse scaling, for the trained MLP and for a random gated MLP
+    of the same shapes and per-projection weight RMS."""
+    smol, tok = models.load("smollm2-135m", dtype=torch.bfloat16)
+    gw = corpora.token_windows(text.text("validation"), tok, S["window"], S["gate_windows"])
+    keep = torch.ones(gw.shape, dtype=torch.bool)
+    keep[:, 0] = False
+    with capture.MLPCapture(smol, max_tokens=int(keep.sum())) as cap, torch.no_grad():
+        for i in range(0, len(gw), 8):
+            cap.keep = keep[i:i + 8]
+            smol(input_ids=gw[i:i + 8])
+    trained, random = [], []
+    for l, mlp in enumerate(capture.mlps(smol)):
+        x = cap[f"layers.{l}.mlp.in"].float()
+        m = mlp.float()
+        trained.append(symmetry.gate_asymmetry(m, x))
+        random.append(symmetry.gate_asymmetry(symmetry.random_counterpart(m, S["seed"] + l), x))
+    return {"trained": trained, "random": random, "tokens": int(keep.sum())}
+
+
+def study(S: dict) -> dict:
+    text = corpora.load("pydocs")
+    F = {"param_table": param_table(S), "lm_val_ppl": language_modelling(S, text),
+         "modular": modular_addition(S), "real_gates": real_gates(S, text)}
+    try:  # Part II.a's per-layer linearization cost, where it has run at this profile
+        part2 = results.read("03_linear_surrogates", S["profile"], S.get("results_dir"))
+        F["linearization_cost_keep_first"] = part2["figures"]["pretrained"]["smollm2-135m"][
+            "cost"]["keep-first"]
+    except (FileNotFoundError, KeyError):
+        F["linearization_cost_keep_first"] = None
+    return F
+
+
+def summary(F: dict) -> dict:
+    """Each form against gated SiLU, paired over seeds (perplexity)."""
+    lm = F["lm_val_ppl"]
+    ref = GATED if GATED in lm else next(iter(lm))
+    out = {}
+    for v, ppl in lm.items():
+        m, lo, hi = stats.t_interval(ppl)
+        d = stats.paired_interval(ppl, lm[ref]) if v != ref else (0.0, np.nan, np.nan)
+        out[v] = {"val PPL (mean)": m, "95% CI": [lo, hi], f"Δ vs {ref}": d[0],
+                  "Δ interval (paired)": [d[1], d[2]]}
+    return out
+
+
+# ------------------------------------------------------------------ claims
+
+
+def _symmetric_worse(sym, gated, lower_is_better: bool, what: str) -> tuple[Decision, tuple]:
+    """(symmetric − gated) oriented so that > 0 means the symmetric form is worse, paired
+    over seeds (the same seed gives both forms the same batches)."""
+    d, lo, hi = stats.paired_interval(sym, gated)
+    if not lower_is_better:
+        d, lo, hi = -d, -hi, -lo
+    dec = needs_seeds(effect(lo, hi, what=what), len(sym))
+    return dec, (d, lo, hi)
+
+
+def _seeds_needed(sym, gated) -> str:
+    diff = np.asarray(sym, float) - np.asarray(gated, float)
+    n = stats.n_to_resolve(float(np.std(diff, ddof=1)) if len(diff) > 1 else np.nan,
+                           float(diff.mean()))
+    return (f"about {n} seeds to resolve a difference of the size seen" if n
+            else "more seeds (the spread over seeds is not yet estimable)")
+
+
+def claim_lm(F, S) -> Claim:
+    """The book's question: at equal parameters, does σ(a⊙b) model language worse than σ(a)⊙b?"""
+    lm = F["lm_val_ppl"]
+    if SYMMETRIC not in lm or GATED not in lm:
+        return Claim("BOOK.P1.lm-symmetric-vs-gated", "", "not run", kind="book",
+                     needs=f"the variants must include {SYMMETRIC} and {GATED}")
+    dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True, "PPL difference")
+    return decided(
+        "BOOK.P1.lm-symmetric-vs-gated", dec, kind="book",
+        measured=f"val PPL symmetric {np.mean(lm[SYMMETRIC]):.2f} vs gated {np.mean(lm[GATED]):.2f}: "
+        f"symmetric worse by {d:+.2f} [{lo:+.2f}, {hi:+.2f}] (paired over {len(lm[GATED])} seeds)",
+        control="the gated SiLU form at the same weight budget, same batches",
+        needs=_seeds_needed(lm[SYMMETRIC], lm[GATED]) if dec.verdict == INCONCLUSIVE else "",
+        scale=f"{S['lm_layers']}-layer d={S['lm_d_model']} GPT-NeoX, {S['lm_steps']} steps × "
+        f"{S['lm_batch'] * S['lm_context']:,} tokens, {S['seeds']} seeds")
+
+
+def claim_modular(F, S) -> Claim:
+    """The book's question: on modular addition, is the symmetric form worse than the gated?"""
+    mod = F["modular"]
+    if SYMMETRIC not in mod or GATED not in mod:
+        return Claim("BOOK.P1.modular-symmetric-vs-gated", "", "not run", kind="book",
+                     needs=f"the variants must include {SYMMETRIC} and {GATED}")
+    acc = {k: v["test_acc"] for k, v in mod.items()}
+    best = max(np.mean(a) for a in acc.values())
+    scale = (f"one MLP, p = {S['mod_p']}, d = {S['mod_d']}, {S['mod_steps']} full-batch steps, "
+             f"{S['mod_seeds']} seeds")
+    if best < MIN_GENERALISING:
+        return Claim("BOOK.P1.modular-symmetric-vs-gated",
+                     f"no form generalises (best mean test accuracy {best:.1%})", INCONCLUSIVE,
+                     kind="book", reason="no form generalises, so none can be worse",
+                     needs="more training steps, until some form generalises", scale=scale)
+    dec, (d, lo, hi) = _symmetric_worse(acc[SYMMETRIC], acc[GATED], False, "accuracy gap")
+    return decided(
+        "BOOK.P1.modular-symmetric-vs-gated", dec, kind="book",
+        measured=f"test accuracy on (a + b) mod {S['mod_p']}: symmetric {np.mean(acc[SYMMETRIC]):.1%}, "
+        f"gated {np.mean(acc[GATED]):.1%}; symmetric worse by {d:.1%} [{lo:.1%}, {hi:.1%}] "
+        f"(paired over {len(acc[GATED])} seeds)",
+        control="the gated SiLU form at the same weight budget, same seeds",
+        needs=_seeds_needed(acc[GATED], acc[SYMMETRIC]) if dec.verdict == INCONCLUSIVE else "",
+        scale=scale)
+
+
+def claim_real_gates(F, S) -> Claim:
+    """The book's question: are SmolLM2's trained gates further from exchange symmetry than a
+    random gated MLP of the same shapes and weight scales, on the same inputs?"""
+    rg = F["real_gates"]
+    t = np.array([g["exchange"] for g in rg["trained"]])
+    r = np.array([g["exchange"] for g in rg["random"]])
+    d, lo, hi = stats.paired_interval(t, r)
+    return decided(
+        "BOOK.P1.real-gate-asymmetry", effect(lo, hi, what="trained − random exchange change"),
+        kind="book",
+        measured=f"relative output change on gate↔up exchange, median over {len(t)} layers: "
+        f"trained {np.median(t):.2f} (range {t.min():.2f}–{t.max():.2f}), random counterpart "
+        f"{np.median(r):.2f}; trained − random {d:+.2f} [{lo:+.2f}, {hi:+.2f}] (t over layers)",
+        control="a random gated MLP of the same shapes and weight RMS, per layer, same inputs",
+        needs="more held-out tokens and random counterparts per layer: the difference is within "
+        "its spread over layers",
+        scale=f"SmolLM2-135M-Instruct (de-quantized from Q4_1), {rg['tokens']:,} held-out tokens")
+
+
+def claim_symmetry_matters(F, S) -> Claim:
+    """P1's reading — the gated form "breaks exchange symmetry", and this is why gated MLPs work
+    (the paper is interpretive and runs no experiment). Reproduced only if
+    every test of this chapter finds the symmetric form worse; contradicted if one finds it
+    better beyond the uncertainty."""
+    rows = {c.id: c for c in (claim_lm(F, S), claim_modular(F, S))}
+    tests = {"language modelling": rows["BOOK.P1.lm-symmetric-vs-gated"],
+             "modular addition": rows["BOOK.P1.modular-symmetric-vs-gated"]}
+    vs = [c.verdict for c in tests.values()]
+    if all(v == REPRODUCED for v in vs):
+        dec = Decision(REPRODUCED, "the symmetric form is worse in every test")
+    elif NOT_REPRODUCED in vs:
+        dec = Decision(NOT_REPRODUCED, "a test finds the symmetric form better beyond the "
+                       "uncertainty")
+    else:
+        dec = Decision(INCONCLUSIVE, "; ".join(f"{k}: {c.verdict}" for k, c in tests.items()))
+    return decided("P1.symmetry-matters", dec,
+                   measured="; ".join(f"{k}: {c.verdict} ({c.reason})" for k, c in tests.items()),
+                   control="the gated form at equal parameters (the two tests below)",
+                   needs="; ".join(f"{k}: {c.needs}" for k, c in tests.items() if c.needs)
+                   if dec.verdict == INCONCLUSIVE else "",
+                   scale="small models; see the two rows of the book's own questions",
+                   note="the paper's reading, tested at small scale by the book")
+
+
+CLAIMS = (claim_symmetry_matters, claim_lm, claim_modular, claim_real_gates)
+
+
+def claims(F: dict, S: dict) -> list[Claim]:
+    return [c(F, S) for c in CLAIMS]

@@ -1,0 +1,228 @@
+"""The claims ledger's vocabulary, and the rules that turn measurements into verdicts.
+
+Every verdict of the book comes from a claim function in a chapter module
+(`nlbudget.chapters.chNN_*`), built from the helpers here. A verdict compares with the control
+the claim names, and uses an interval:
+
+* `reproduced` — the claimed effect is present, in the claimed direction, beyond the
+  uncertainty, against the named control;
+* `not reproduced` — the uncertainty excludes the claimed effect, or the effect is significant
+  the other way;
+* `inconclusive` — the uncertainty holds both; the row says what budget would decide it;
+* `not run` — not measured at this profile, with the reason;
+* `partly` — a claim of several stated parts, of which some hold: the row names each part's
+  verdict.
+
+How a row was obtained, in the ACM artifact-review sense: `replicated` (the book's own,
+independent code), `reproduced` (the author's own code or data), `derived` (a proof).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN, PARTLY = (
+    "reproduced", "not reproduced", "inconclusive", "not run", "partly")
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
+#: paper: a claim of one of the papers; derivation: a step of a paper's argument, checked by
+#: proof; book: a question the book asks itself (no paper predicts an answer).
+KINDS = ("paper", "derivation", "book")
+#: ACM artifact review: replicated = independent code; reproduced = the author's code or data.
+OBTAINED = ("replicated", "reproduced", "derived")
+#: Training claims: fewer seeds than this never decide (a single seed is never evidence).
+MIN_SEEDS = 2
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict and the one-line reason the rule gives for it."""
+
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the claims ledger: what the paper says, what the book measured, against
+    which control, with which verdict."""
+
+    id: str  # a row of data/claims.csv, which holds the paper's text
+    measured: str  # the book's figures, as text
+    verdict: str  # one of VERDICTS
+    control: str = ""  # the comparison the verdict is made against
+    reason: str = ""  # why the rule gave this verdict
+    needs: str = ""  # inconclusive: the budget that would decide; not run: why not
+    parts: dict = field(default_factory=dict)  # partly: each stated part's verdict
+    author_data: str = ""  # what the author's own files say, where they exist
+    scale: str = ""  # what the measurement rests on (model, tokens, steps, seeds)
+    kind: str = "paper"  # one of KINDS
+    obtained: str = "replicated"  # one of OBTAINED
+    note: str = ""
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind {self.kind!r} is not one of {KINDS}")
+        if self.obtained not in OBTAINED:
+            raise ValueError(f"obtained {self.obtained!r} is not one of {OBTAINED}")
+        if self.verdict in (INCONCLUSIVE, NOT_RUN) and not self.needs:
+            raise ValueError(f"{self.id}: an {self.verdict!r} verdict must say what it needs")
+        if self.verdict in (REPRODUCED, NOT_REPRODUCED) and not self.control:
+            raise ValueError(f"{self.id}: a {self.verdict!r} verdict must name its control")
+        if self.verdict == PARTLY:
+            held = [p for p, v in self.parts.items() if v == REPRODUCED]
+            if len(self.parts) < 2 or not held or len(held) == len(self.parts):
+                raise ValueError(f"{self.id}: 'partly' needs several parts, some holding: "
+                                 f"{self.parts}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def decided(claim_id: str, decision: Decision, **kw) -> Claim:
+    """A Claim whose verdict and reason come from `decision`; `needs` (what budget would
+    decide it) is kept only where the verdict is inconclusive or not run."""
+    if decision.verdict not in (INCONCLUSIVE, NOT_RUN):
+        kw["needs"] = ""
+    return Claim(claim_id, verdict=decision.verdict, reason=decision.reason, **kw)
+
+
+# ------------------------------------------------------------------ rules
+
+
+def effect(lo: float | None, hi: float | None, *, min_effect: float = 0.0,
+           what: str = "effect") -> Decision:
+    """A directional claim, oriented so that the claimed effect is positive, judged on an
+    interval [lo, hi] of the effect against its control.
+
+    * not reproduced — hi < min_effect: the interval excludes an effect of the size that
+      counts (with min_effect = 0: the effect is significant the other way);
+    * reproduced — lo > 0: present, in the claimed direction, beyond the uncertainty;
+    * inconclusive — otherwise: the interval holds both.
+    """
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return Decision(INCONCLUSIVE, f"no interval for the {what}")
+    if hi < min_effect:
+        size = f"{min_effect:+.3g}" if min_effect else "0"
+        return Decision(NOT_REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
+                        f"lies below {size}")
+    if lo > 0:
+        return Decision(REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
+                        "lies above 0")
+    return Decision(INCONCLUSIVE, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
+                    f"holds both 0 and {min_effect:+.3g}" if min_effect else
+                    f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] holds 0")
+
+
+def null(lo: float | None, hi: float | None, *, margin: float, what: str = "effect") -> Decision:
+    """A claim of *no* effect ("does not transfer", "adds nothing"), judged on an interval of
+    the effect with an equivalence margin: reproduced if the interval lies inside
+    (−margin, margin); not reproduced if it lies wholly outside; inconclusive otherwise."""
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return Decision(INCONCLUSIVE, f"no interval for the {what}")
+    span = f"[{lo:+.3g}, {hi:+.3g}]"
+    if -margin < lo and hi < margin:
+        return Decision(REPRODUCED, f"the interval of the {what} {span} lies within "
+                        f"±{margin:g}")
+    if lo >= margin or hi <= -margin:
+        return Decision(NOT_REPRODUCED, f"the interval of the {what} {span} lies outside "
+                        f"±{margin:g}")
+    return Decision(INCONCLUSIVE, f"the interval of the {what} {span} crosses ±{margin:g}")
+
+
+def any_of(intervals: dict, *, what: str = "effect") -> Decision:
+    """"Some of these show the effect" (each interval oriented so the effect is positive and
+    already corrected for multiplicity, e.g. at `bonferroni(level, len(intervals))`):
+    reproduced if any interval lies above 0; not reproduced if every interval lies below 0;
+    inconclusive otherwise."""
+    if not intervals:
+        return Decision(INCONCLUSIVE, "nothing was measured")
+    above = [k for k, (lo, hi) in intervals.items() if lo > 0]
+    if above:
+        return Decision(REPRODUCED, f"{len(above)} of {len(intervals)} corrected intervals "
+                        f"of the {what} lie above 0")
+    if all(hi < 0 for lo, hi in intervals.values()):
+        return Decision(NOT_REPRODUCED, f"all {len(intervals)} corrected intervals of the "
+                        f"{what} lie below 0")
+    return Decision(INCONCLUSIVE, f"no corrected interval of the {what} lies above 0, and "
+                    f"{sum(hi >= 0 for _, hi in intervals.values())} of {len(intervals)} hold 0")
+
+
+def share_of(intervals: dict, *, share: float, what: str = "effect") -> Decision:
+    """"At least `share` of these show the effect" (intervals oriented, corrected): reproduced
+    if at least that share lie above 0; not reproduced if more than 1 − share lie below 0
+    (the share cannot be reached); inconclusive otherwise."""
+    n = len(intervals)
+    if not n:
+        return Decision(INCONCLUSIVE, "nothing was measured")
+    above = sum(lo > 0 for lo, _ in intervals.values())
+    below = sum(hi < 0 for _, hi in intervals.values())
+    text = (f"{above} of {n} corrected intervals of the {what} lie above 0, {below} below "
+            f"(needed: {share:.0%} above)")
+    if above >= share * n:
+        return Decision(REPRODUCED, text)
+    if n - below < share * n:
+        return Decision(NOT_REPRODUCED, text)
+    return Decision(INCONCLUSIVE, text)
+
+
+def derivation(proved: bool, checks: dict[str, bool], controls: dict[str, bool]) -> Decision:
+    """A derivation: the proof (sympy) and its numerical checks must hold, and the negative
+    controls — the same checker on a statement that must *fail* — must fail, or the check
+    has no power. `controls` maps each control to whether it was (correctly) rejected."""
+    if not all(controls.values()):
+        bad = [k for k, v in controls.items() if not v]
+        return Decision(INCONCLUSIVE, f"a control the check should reject passed ({bad}): "
+                        "the check cannot tell")
+    if proved and all(checks.values()):
+        return Decision(REPRODUCED, "proved, checked numerically, and the controls fail as "
+                        "they must")
+    failed = ([] if proved else ["proof"]) + [k for k, v in checks.items() if not v]
+    return Decision(NOT_REPRODUCED, f"failed: {', '.join(failed)}")
+
+
+def combine(parts: dict[str, str]) -> Decision:
+    """A claim of several stated parts, each with its own verdict."""
+    vs = [v for v in parts.values() if v != NOT_RUN]
+    if not vs:
+        return Decision(NOT_RUN, "no part was measured")
+    if all(v == REPRODUCED for v in vs) and len(vs) == len(parts):
+        return Decision(REPRODUCED, "every part holds")
+    if REPRODUCED in vs:
+        held = [p for p, v in parts.items() if v == REPRODUCED]
+        return Decision(PARTLY, "holds: " + ", ".join(held) + "; not: " + ", ".join(
+            f"{p} ({v})" for p, v in parts.items() if v != REPRODUCED))
+    if all(v == NOT_REPRODUCED for v in vs):
+        return Decision(NOT_REPRODUCED, "no part holds")
+    return Decision(INCONCLUSIVE, "no part holds beyond the uncertainty: " + ", ".join(
+        f"{p} ({v})" for p, v in parts.items()))
+
+
+def needs_seeds(decision: Decision, n_seeds: int, *, minimum: int = MIN_SEEDS) -> Decision:
+    """A training claim is never decided by a single seed: below `minimum` seeds a
+    reproduced or not-reproduced decision becomes inconclusive."""
+    if n_seeds >= minimum or decision.verdict not in (REPRODUCED, NOT_REPRODUCED):
+        return decision
+    return Decision(INCONCLUSIVE, f"{n_seeds} seed(s): a training claim needs ≥ {minimum} "
+                    f"(the single-seed reading: {decision.verdict}, {decision.reason})")
+
+
+def bonferroni(level: float, n: int) -> float:
+    """The per-test confidence level that keeps a family of `n` intervals at `level`."""
+    return 1 - (1 - level) / max(1, n)
+
+
+def all_of(decisions: dict[str, Decision]) -> Decision:
+    """One claim tested on several models (not several stated parts): reproduced if it holds on
+    every model, not reproduced if it fails beyond the uncertainty on any, else inconclusive."""
+    vs = {k: d.verdict for k, d in decisions.items() if d.verdict != NOT_RUN}
+    text = "; ".join(f"{k}: {d.verdict} ({d.reason})" for k, d in decisions.items())
+    if not vs:
+        return Decision(NOT_RUN, text)
+    if all(v == REPRODUCED for v in vs.values()):
+        return Decision(REPRODUCED, text)
+    if NOT_REPRODUCED in vs.values():
+        return Decision(NOT_REPRODUCED, text)
+    return Decision(INCONCLUSIVE, text)

@@ -1,0 +1,66 @@
+"""What a chapter page shows besides its figures: the ledger rows it wrote, the rules that
+decided them (from source), the paper's scale beside ours, and numbers for the prose (glue)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pandas as pd
+
+from . import results
+
+
+def claims_table(doc: dict) -> pd.DataFrame:
+    """The chapter's ledger rows, read back from its results file."""
+    reg = {r["id"]: r for r in results.claims_registry()}
+    rows = []
+    for c in doc["claims"]:
+        parts = "; ".join(f"{p}: {v}" for p, v in c.get("parts", {}).items())
+        rows.append({"claim": c["id"], "kind": c["kind"], "paper says": reg[c["id"]]["paper"],
+                     "measured": c["measured"], "control": c["control"] or "—",
+                     "verdict": c["verdict"], "why": c["reason"] + (f" ({parts})" if parts else ""),
+                     "would decide it": c["needs"] or "—"})
+    return pd.DataFrame(rows).set_index("claim")
+
+
+def rules(module) -> str:
+    """The source of a chapter module's claim functions and thresholds, for a folded cell."""
+    from IPython.display import Code
+
+    consts = [f"{k} = {v!r}" for k, v in vars(module).items()
+              if k.isupper() and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    src = "\n\n".join(inspect.getsource(f) for f in module.CLAIMS)
+    return Code("\n".join(consts) + "\n\n\n" + src, language="python")
+
+
+def scale_box(rows: dict[str, tuple[str, str]]) -> "object":
+    """The 'paper's scale vs ours' box: {aspect: (paper, this build)} as a small table."""
+    from IPython.display import Markdown
+
+    lines = ["| | the paper | this build |", "|---|---|---|"]
+    lines += [f"| {k} | {p} | {o} |" for k, (p, o) in rows.items()]
+    return Markdown("\n".join(lines))
+
+
+def glue_all(values: dict) -> None:
+    """`glue` every value under its key, hidden, for the prose: strings as Markdown (use
+    ``{glue:md}`key` ``), numbers as they are (``{glue:text}`key:.2f` ``)."""
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    for k, v in values.items():
+        glue(k, Markdown(v) if isinstance(v, str) else v, display=False)
+
+
+def pct(x, digits: int = 1, sign: bool = True) -> str:
+    """0.0123 → '+1.2 %' (None → 'n/a')."""
+    if x is None:
+        return "n/a"
+    return f"{100 * x:{'+' if sign else ''}.{digits}f} %"
+
+
+def interval(lo, hi, digits: int = 1) -> str:
+    """[lo, hi] as percentages."""
+    if lo is None or hi is None:
+        return "[n/a]"
+    return f"[{100 * lo:+.{digits}f}, {100 * hi:+.{digits}f}] %"

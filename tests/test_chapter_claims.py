@@ -1,0 +1,516 @@
+"""Every claim function of every chapter, fed synthetic figures: each reaches each verdict it can
+return, an input with no effect is never `reproduced`, and the control is actually read
+(changing only the control changes the verdict)."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from nlbudget import profiles, results
+from nlbudget.chapters import (ch01_gated_mlp_symmetry as c1, ch02_does_symmetry_matter as c2,
+                               ch03_linear_surrogates as c3, ch04_adaptive_gating as c4,
+                               ch05_fixed_universal as c5, ch06_preprojection_probes as c6)
+
+R, NR, INC, NRUN, P = "reproduced", "not reproduced", "inconclusive", "not run", "partly"
+REGISTRY = {r["id"]: r for r in results.claims_registry()}
+
+
+def settings(ch, profile="ci"):
+    return profiles.validate(ch.KEY, profile=profile, seed=0)
+
+
+def verdict(fn, F, S):
+    c = fn(F, S)
+    assert c.id in REGISTRY and c.kind == REGISTRY[c.id]["kind"]
+    return c.verdict
+
+
+def test_every_registered_claim_has_one_function():
+    ids = []
+    for ch in (c1, c2, c3, c4, c5, c6):
+        for fn in ch.CLAIMS:
+            assert fn.__doc__, fn.__name__
+        produced = [c.id for c in ch.claims(*SAMPLES[ch.KEY]())]
+        assert len(produced) == len(set(produced)) == len(ch.CLAIMS)
+        assert set(produced) == {r for r in REGISTRY if REGISTRY[r]["chapter"] == ch.KEY}
+        for fn, cid in zip(ch.CLAIMS, produced):  # the paper's claims quote the paper
+            if REGISTRY[cid]["kind"] != "book":
+                assert '"' in fn.__doc__, f"{fn.__name__}: quote the paper's sentence"
+        ids += produced
+    assert sorted(ids) == sorted(REGISTRY)
+
+
+# ------------------------------------------------------------------ chapter 01
+
+
+def f01():
+    ids = ["kv", "static", "rank1", "exchange", "symmetric-exchange", "symmetric-inverse-scaling"]
+    al = [-2.0, -1.0, 0.5, 2.0]
+    return {
+        "proofs": {k: True for k in ids}, "proof_controls_rejected": {k: True for k in ids},
+        "exchange_counterexamples": {"relu": -0.5, "gelu": 0.1, "silu": 0.2, "linear": None},
+        "inverse_scaling_proved": {"relu": {"positive": True, "negative": False},
+                                   "gelu": {"positive": False, "negative": False},
+                                   "silu": {"positive": False, "negative": False},
+                                   "linear": {"positive": True, "negative": True}},
+        "alphas": al,
+        "inverse_error_gated": {"relu": [1.0, 1.0, 0.0, 0.0], "gelu": [1.0, 0.5, 0.1, 0.2],
+                                "silu": [1.0, 0.5, 0.1, 0.2], "linear": [0.0] * 4},
+        "exchange_error_gated": {"relu": 1.0, "gelu": 1.2, "silu": 1.1, "linear": 1e-16},
+        "exchange_error_symmetric": {a: 1e-16 for a in ("relu", "gelu", "silu", "linear")},
+        "inverse_error_symmetric": {a: 1e-16 for a in ("relu", "gelu", "silu", "linear")},
+        "reductions": {"rank1_vs_eq3_of_symmetric": 1e-14, "symmetric_vs_eq3": 1e-14,
+                       "rankr_vs_eq3": 1e-14, "control_rank2_vs_symmetric": 0.5,
+                       "control_rankr_vs_wrong_eq3": 0.7, "gated_vs_llama_mlp": 0.0},
+    }
+
+
+def set_path(F, path, value):
+    F = copy.deepcopy(F)
+    d = F
+    for k in path[:-1]:
+        d = d[k]
+    d[path[-1]] = value
+    return F
+
+
+CH01 = [  # (function, change that breaks the statement, change that breaks the control)
+    (c1.claim_kv_memory, [("proofs", "kv")], [("proof_controls_rejected", "kv")]),
+    (c1.claim_static_query, [("proofs", "static")], [("proof_controls_rejected", "static")]),
+    (c1.claim_rank1, [("reductions", "symmetric_vs_eq3")],
+     [("reductions", "control_rankr_vs_wrong_eq3")]),
+    (c1.claim_exchange_iff_linear, [("exchange_error_gated", "linear")],
+     [("exchange_error_gated", "gelu")]),
+    (c1.claim_counterexamples, [("exchange_counterexamples", "gelu")],
+     [("exchange_counterexamples", "linear")]),
+    (c1.claim_inverse_scaling, [("inverse_scaling_proved", "relu", "positive")],
+     [("inverse_error_gated", "relu")]),
+    (c1.claim_symmetric_invariant, [("exchange_error_symmetric", "silu")],
+     [("exchange_error_gated", "silu")]),
+    (c1.claim_rank_r, [("reductions", "rankr_vs_eq3")],
+     [("reductions", "control_rank2_vs_symmetric")]),
+]
+BREAK = {bool: False, float: 0.5}
+
+
+def _broken(F, path, control=False):
+    F = copy.deepcopy(F)
+    d = F
+    for k in path[:-1]:
+        d = d[k]
+    old = d[path[-1]]
+    if isinstance(old, bool):
+        d[path[-1]] = not old
+    elif isinstance(old, list):
+        d[path[-1]] = [0.0] * len(old)
+    elif old is None:
+        d[path[-1]] = 0.3
+    else:  # a number: a big one where zero was expected, zero where big was expected
+        d[path[-1]] = None if path[0] == "exchange_counterexamples" else (
+            0.0 if abs(old) > 1e-3 else 0.5)
+    return F
+
+
+@pytest.mark.parametrize("fn,statement,control", CH01, ids=lambda x: getattr(x, "__name__", ""))
+def test_ch01_derivations(fn, statement, control):
+    S = settings(c1)
+    assert verdict(fn, f01(), S) == R
+    assert verdict(fn, _broken(f01(), statement[0]), S) == NR
+    assert verdict(fn, _broken(f01(), control[0], True), S) == INC  # the control is read
+
+
+# ------------------------------------------------------------------ chapter 02
+
+
+def f02(sym_ppl, gated_ppl, sym_acc, gated_acc, trained, random):
+    return {"lm_val_ppl": {"symmetric-silu": sym_ppl, "gated-silu": gated_ppl},
+            "modular": {"symmetric-silu": {"test_acc": sym_acc, "train_acc": [1.0] * len(sym_acc)},
+                        "gated-silu": {"test_acc": gated_acc, "train_acc": [1.0] * len(gated_acc)}},
+            "real_gates": {"trained": [{"exchange": x} for x in trained],
+                           "random": [{"exchange": x} for x in random], "tokens": 1000}}
+
+
+WORSE = dict(sym_ppl=[110.0, 121.0, 131.0], gated_ppl=[100.0, 110.0, 120.0])
+BETTER = dict(sym_ppl=[90.0, 99.0, 109.0], gated_ppl=[100.0, 110.0, 120.0])
+SAME = dict(sym_ppl=[101.0, 109.0, 121.0], gated_ppl=[100.0, 110.0, 120.0])
+ACC_WORSE = dict(sym_acc=[0.3, 0.4, 0.35], gated_acc=[0.9, 0.95, 0.92])
+ACC_SAME = dict(sym_acc=[0.9, 0.7, 0.95], gated_acc=[0.92, 0.95, 0.7])
+ACC_BETTER = dict(sym_acc=[0.95, 0.97, 0.96], gated_acc=[0.6, 0.7, 0.65])
+ACC_NONE = dict(sym_acc=[0.05, 0.04, 0.06], gated_acc=[0.05, 0.06, 0.04])
+GATES = dict(trained=[1.2, 1.3, 1.1, 1.4], random=[0.6, 0.7, 0.65, 0.6])
+
+
+@pytest.mark.parametrize("lm,v", [(WORSE, R), (BETTER, NR), (SAME, INC)])
+def test_ch02_language_modelling(lm, v):
+    S = settings(c2)
+    assert verdict(c2.claim_lm, f02(**lm, **ACC_WORSE, **GATES), S) == v
+    one_seed = {k: x[:1] for k, x in lm.items()}  # a single seed never decides
+    assert verdict(c2.claim_lm, f02(**one_seed, **ACC_WORSE, **GATES), S) == INC
+    F = f02(**lm, **ACC_WORSE, **GATES)
+    del F["lm_val_ppl"]["gated-silu"]
+    assert verdict(c2.claim_lm, F, S) == NRUN
+
+
+@pytest.mark.parametrize("acc,v", [(ACC_WORSE, R), (ACC_BETTER, NR), (ACC_SAME, INC),
+                                   (ACC_NONE, INC)])
+def test_ch02_modular(acc, v):
+    assert verdict(c2.claim_modular, f02(**WORSE, **acc, **GATES), settings(c2)) == v
+
+
+def test_ch02_real_gates_read_the_random_counterpart():
+    S = settings(c2)
+    t = [1.2, 1.3, 1.1, 1.4]
+    assert verdict(c2.claim_real_gates, f02(**WORSE, **ACC_WORSE, trained=t,
+                                            random=[0.6, 0.7, 0.65, 0.6]), S) == R
+    assert verdict(c2.claim_real_gates, f02(**WORSE, **ACC_WORSE, trained=t,
+                                            random=[2.0, 2.1, 2.2, 2.0]), S) == NR
+    assert verdict(c2.claim_real_gates, f02(**WORSE, **ACC_WORSE, trained=t,
+                                            random=[1.3, 1.1, 1.4, 1.2]), S) == INC
+
+
+@pytest.mark.parametrize("lm,acc,v", [(WORSE, ACC_WORSE, R), (BETTER, ACC_WORSE, NR),
+                                      (SAME, ACC_WORSE, INC), (SAME, ACC_SAME, INC)])
+def test_ch02_symmetry_matters(lm, acc, v):
+    assert verdict(c2.claim_symmetry_matters, f02(**lm, **acc, **GATES), settings(c2)) == v
+
+
+# ------------------------------------------------------------------ chapter 03
+
+
+def report(costs, half=0.002):
+    c = list(costs)
+    return {"cost": {"plain": c, "keep-first": c}, "ci": {v: [(x - half, x + half) for x in c]
+                                                           for v in ("plain", "keep-first")},
+            "ci_family": {v: [(x - half, x + half) for x in c] for v in ("plain", "keep-first")},
+            "middle": {"plain": {"cost": float(np.mean(c))}, "keep-first": {"cost": float(np.mean(c))}},
+            "fit_tokens": 10240, "eval_tokens": 8192, "n_layers": len(c)}
+
+
+def progressive_run(lin, ctl):
+    return {"order": [2], "linearized": [{"val_ppl": 150.0}, {"val_ppl": lin}],
+            "control": [{"val_ppl": 150.0}, {"val_ppl": ctl}]}
+
+
+def f03(costs, seq_mid=0.01, par_mid=0.02, ablation=5.0, lin=(140.0, 130.0), ctl=(141.0, 131.0),
+        large=None):
+    seq, par = report([seq_mid] * 6), report([par_mid] * 6)
+    F = {"pretrained": {"smollm2-135m": report(costs)},
+         "pair": {"neox-seq": {"ablation": {"cost": ablation}, "report": seq, "train_tokens": 1},
+                  "neox-par": {"ablation": {"cost": ablation}, "report": par, "train_tokens": 1}},
+         "progressive": {"neox-seq": progressive_run(lin[0], ctl[0]),
+                         "neox-par": progressive_run(lin[1], ctl[1])}}
+    if large is not None:
+        F["pretrained"]["gpt2-large"] = report(large)
+    return F
+
+
+def test_ch03_layers_linearizable():
+    S = settings(c3)
+    assert verdict(c3.claim_layers_linearizable, f03([0.01] * 30), S) == R
+    assert verdict(c3.claim_layers_linearizable, f03([0.10] * 30), S) == NR
+    assert verdict(c3.claim_layers_linearizable, f03([0.03] * 30), S) == INC  # on the line
+
+
+def test_ch03_negative_regularization_reads_the_baseline():
+    S = settings(c3)
+    assert verdict(c3.claim_negative_regularization, f03([0.01] * 29 + [-0.05]), S) == R
+    assert verdict(c3.claim_negative_regularization, f03([0.05] * 30, seq_mid=0.05,
+                                                         par_mid=0.05), S) == NR
+    assert verdict(c3.claim_negative_regularization, f03([0.0] * 30, seq_mid=0.0,
+                                                         par_mid=0.0), S) == INC  # no effect
+
+
+def test_ch03_gpt2_large():
+    S = settings(c3)
+    assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30), S) == NRUN
+    assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30, large=[0.01] * 36), S) == R
+    assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30, large=[0.01] * 35 + [0.2]),
+                   S) == NR
+    assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30, large=[0.037] * 36), S) == INC
+
+
+def test_ch03_sequential_vs_parallel_needs_seeds_and_mlps_that_matter():
+    S = settings(c3)
+    assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30), S) == INC  # one seed
+    assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, ablation=0.1), S) == NRUN
+
+
+@pytest.mark.parametrize("fn", [c3.claim_progressive, c3.claim_progressive_control])
+def test_ch03_progressive_is_scored_against_the_control(fn):
+    S = settings(c3)
+    # one seed: never decided, however large the difference
+    assert verdict(fn, f03([0.01] * 30, lin=(120.0, 110.0), ctl=(140.0, 130.0)), S) == INC
+    assert verdict(fn, f03([0.01] * 30, lin=(160.0, 150.0), ctl=(140.0, 130.0)), S) == INC
+
+
+def test_ch03_progressive_single_seed_reading_follows_the_control():
+    S = settings(c3)
+    # the control is read: the reason quotes the single-seed reading, which flips with it
+    better = c3.claim_progressive(f03([0.01] * 30, lin=(120.0, 110.0), ctl=(140.0, 130.0)), S)
+    worse = c3.claim_progressive(f03([0.01] * 30, lin=(160.0, 150.0), ctl=(140.0, 130.0)), S)
+    assert "reading: reproduced" in better.reason and "reading: not reproduced" in worse.reason
+
+
+# ------------------------------------------------------------------ chapter 04
+
+
+def layer_row(l, routed=0.5, cost=0.005, half=0.002, random_gain=(0.01, 0.03),
+              auc=(0.56, 0.53, 0.59), ctx_diff=(0.0, -0.005, 0.005), tok_auc=(0.5, 0.49, 0.51),
+              mlp_gain=None, near=0.7, top=0.7):
+    row = {"layer": l, "gate": {"routed": routed, "cost": cost, "ci": (cost - half, cost + half),
+                                "ci_family": (cost - half, cost + half)},
+           "random": {"cost": cost + 0.02, "vs_gate_ci_family": random_gain},
+           "all_linear": {"cost": 2 * cost},
+           "auc": {"linear:x": list(auc), "linear:c": list(auc), "linear:e": list(tok_auc)},
+           "auc_family": {"linear:x": list(auc), "linear:e": list(tok_auc)},
+           "auc_diff_family": {"linear:c−linear:x": list(ctx_diff),
+                               "linear:e−linear:x": [tok_auc[0] - auc[0]] * 3},
+           "delta": {"share_abs_below_0.05": near, "share_of_total_from_top_10pct": top}}
+    if mlp_gain is not None:
+        row["auc_diff_family"]["mlp-16−linear:x"] = list(mlp_gain)
+    return row
+
+
+def f04(rows=None, compound=(0.01, 0.005, 0.015, 0.2), nofly=(0.0, -0.1, 0.1), found=100,
+        two_phase=(18.0, 19.0), **row_kw):
+    rows = rows or [layer_row(l, **row_kw) for l in range(10)]
+    cost, lo, hi, saved = compound
+    rep = {"per_layer": rows, "tokens": {"gate": 3072, "select": 2048, "eval": 2560},
+           "n_layers": len(rows),
+           "compound": {"all": {"cost": cost, "ci": (lo, hi), "flops_saved": saved},
+                        "k_star": 2, "chosen": {"cost": 0.001, "flops_saved": 0.02}}}
+    r, rlo, rhi = nofly
+    tr = {"n_nofly": found, "found": found, "r_nofly": r, "r_nofly_ci": [rlo, rhi],
+          "n_common": 500, "r_common": 0.1, "r_common_ci": [0.0, 0.2]}
+    return {"pretrained": {"smollm2-135m": rep}, "pair": {},
+            "nofly": {"smollm2-135m": {"layer": 5, "by_target": {"shakespeare": tr,
+                                                                 "pydocs (test split)": tr}}},
+            "two_phase": {"neox-seq": {"start_ppl": 20.0, "phase1_ppl": 19.5,
+                                       "phase2_soft_ppl": two_phase[0],
+                                       "phase2_hard_ppl": two_phase[0], "control_ppl": two_phase[1],
+                                       "mean_gate": {"2": 0.4}, "seed": 0}}}
+
+
+def test_ch04_routing_against_random_routing():
+    S = settings(c4)
+    assert verdict(c4.claim_gate_routing, f04(), S) == R
+    # the control is read: random routing as good as the gate → the second part fails
+    assert verdict(c4.claim_gate_routing, f04(random_gain=(-0.03, -0.01)), S) == P
+    assert verdict(c4.claim_gate_routing, f04(random_gain=(-0.01, 0.01)), S) == P
+    assert verdict(c4.claim_gate_routing, f04(cost=0.05, random_gain=(-0.03, -0.01)), S) == NR
+    assert verdict(c4.claim_gate_routing, f04(cost=0.01, half=0.02, random_gain=(-0.01, 0.01)),
+                   S) == INC
+    assert verdict(c4.claim_gate_routing, f04(routed=0.1, random_gain=(-0.03, -0.01)), S) == NR
+
+
+def test_ch04_auc():
+    S = settings(c4)
+    assert verdict(c4.claim_gate_auc, f04(), S) == R
+    assert verdict(c4.claim_gate_auc, f04(auc=(0.5, 0.48, 0.52)), S) == P  # chance: not above
+    assert verdict(c4.claim_gate_auc, f04(auc=(0.4, 0.38, 0.42)), S) == P
+    assert verdict(c4.claim_gate_auc, f04(auc=(0.8, 0.78, 0.82)), S) == P  # not modest
+    assert verdict(c4.claim_gate_auc, f04(auc=(0.55, 0.45, 0.7)), S) == INC
+
+
+def test_ch04_larger_gates():
+    S = settings(c4)
+    assert verdict(c4.claim_larger_gates, f04(), S) == NRUN
+    assert verdict(c4.claim_larger_gates, f04(mlp_gain=(0.0, -0.005, 0.005)), S) == R
+    assert verdict(c4.claim_larger_gates, f04(mlp_gain=(0.05, 0.03, 0.07)), S) == NR
+    assert verdict(c4.claim_larger_gates, f04(mlp_gain=(0.01, -0.01, 0.03)), S) == INC
+
+
+def test_ch04_context_not_token():
+    S = settings(c4)
+    assert verdict(c4.claim_context_not_token, f04(), S) == R
+    assert verdict(c4.claim_context_not_token, f04(tok_auc=(0.6, 0.58, 0.62)), S) == P
+    assert verdict(c4.claim_context_not_token, f04(ctx_diff=(-0.05, -0.07, -0.03),
+                                                   tok_auc=(0.6, 0.58, 0.62)), S) == NR
+    assert verdict(c4.claim_context_not_token, f04(ctx_diff=(0.0, -0.03, 0.03),
+                                                   tok_auc=(0.5, 0.47, 0.53)), S) == INC
+
+
+def test_ch04_nofly_null_claim_needs_power():
+    S = settings(c4)
+    assert verdict(c4.claim_nofly, f04(nofly=(0.0, -0.1, 0.1)), S) == R
+    assert verdict(c4.claim_nofly, f04(nofly=(0.6, 0.4, 0.75)), S) == NR
+    c = c4.claim_nofly(f04(nofly=(0.02, -0.6, 0.6), found=10), S)  # ~10 tokens: no power
+    assert c.verdict == INC and "no-fly tokens" in c.needs
+    assert verdict(c4.claim_nofly, f04(nofly=(None, None, None), found=2), S) == INC
+
+
+def test_ch04_delta_skew():
+    S = settings(c4)
+    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.7 + 0.01 * l, top=0.7)
+                                                  for l in range(10)]), S) == R
+    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.2 + 0.01 * l, top=0.7)
+                                                  for l in range(10)]), S) == P
+    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.2 + 0.01 * l, top=0.2)
+                                                  for l in range(10)]), S) == NR
+    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.5 + 0.05 * (-1) ** l,
+                                                            top=0.5 + 0.05 * (-1) ** l)
+                                                  for l in range(10)]), S) == INC
+
+
+def test_ch04_compound():
+    S = settings(c4)
+    assert verdict(c4.claim_compound, f04(compound=(0.01, 0.005, 0.015, 0.2)), S) == R
+    assert verdict(c4.claim_compound, f04(compound=(2.0, 1.8, 2.4, 0.24)), S) == NR
+    assert verdict(c4.claim_compound, f04(compound=(0.01, 0.005, 0.015, 0.05)), S) == NR
+    assert verdict(c4.claim_compound, f04(compound=(0.02, 0.01, 0.03, 0.2)), S) == INC
+
+
+def test_ch04_gated_negative_regularization():
+    S = settings(c4)
+    rows = [layer_row(l) for l in range(9)] + [layer_row(9, cost=-0.01)]
+    assert verdict(c4.claim_gated_negative_regularization, f04(rows=rows), S) == R
+    assert verdict(c4.claim_gated_negative_regularization, f04(), S) == NR
+    assert verdict(c4.claim_gated_negative_regularization, f04(cost=0.0), S) == INC  # no effect
+
+
+def test_ch04_two_phase_single_seed():
+    S = settings(c4)
+    c = c4.claim_two_phase(f04(two_phase=(15.0, 19.0)), S)
+    assert c.verdict == INC and "seeds" in c.needs
+
+
+# ------------------------------------------------------------------ chapter 05
+
+
+def f05(err=1e-12, miss=1.0, best=(1e-4, 1e-4), degen=(0.5, 0.5), dyck_sparse=(1.0, 1.0),
+        dyck_random=(0.95, 0.951), hop=None):
+    F = {"construction": [{"max |UT − target|": err, "random program: max |UT − target|": miss}],
+         "width_per_d": {"2": [9, 45, 189, 729, 2673, 9477]},
+         "random_universality": {f"t{i}": [{"rel_error": b, "degenerate": False, "m": 64},
+                                           {"rel_error": d, "degenerate": True, "m": 64}]
+                                 for i, (b, d) in enumerate(zip(best, degen))},
+         "runs": []}
+
+    def add(task, kind, setting, accs):
+        F["runs"] += [{"task": task, "kind": kind, "setting": setting, "seed": s,
+                       "acc_train_len": a} for s, a in enumerate(accs)]
+
+    add("dyck", "sparse", "attention-only", dyck_sparse)
+    add("dyck", "random", "attention-only", dyck_random)
+    for kind, setting, accs in hop or []:
+        add("hop1", kind, setting, accs)
+    return F
+
+
+HOP_OK = [("trained", "attention-only", (0.99, 0.98)), ("sparse", "attention-only", (0.3, 0.35)),
+          ("random", "attention-only", (0.35, 0.3)), ("trained", "+residual+LN", (0.99, 0.99)),
+          ("sparse", "+residual+LN", (1.0, 1.0)), ("random", "+residual+LN", (0.9, 0.905)),
+          ("trained", "+residual+LN+MLP", (0.99, 0.99)),
+          ("random", "+residual+LN+MLP", (0.97, 0.98))]
+
+
+def hop_with(**changes):
+    out = []
+    for kind, setting, accs in HOP_OK:
+        out.append((kind, setting, changes.get(f"{kind}|{setting}", accs)))
+    return out
+
+
+def test_ch05_construction_and_universality():
+    S = settings(c5)
+    assert verdict(c5.claim_sparse_construction, f05(), S) == P  # O(HLd) part not run
+    assert verdict(c5.claim_sparse_construction, f05(err=0.1), S) == NR
+    assert verdict(c5.claim_sparse_construction, f05(miss=1e-6), S) == INC  # control fails
+    assert verdict(c5.claim_random_universal, f05(), S) == R
+    assert verdict(c5.claim_random_universal, f05(degen=(1e-4, 0.5)), S) == INC  # control
+    assert verdict(c5.claim_random_universal, f05(best=(0.3, 0.2)), S) == INC
+    assert verdict(c5.claim_lower_bound, f05(), S) == NRUN
+
+
+def test_ch05_dyck():
+    S = settings(c5)
+    assert verdict(c5.claim_dyck_sparse, f05(), S) == R
+    assert verdict(c5.claim_dyck_sparse, f05(dyck_sparse=(0.6, 0.62)), S) == NR
+    assert verdict(c5.claim_dyck_sparse, f05(dyck_sparse=(0.9, 1.0)), S) == INC
+    assert verdict(c5.claim_dyck_sparse, f05(dyck_sparse=(1.0,)), S) == INC  # one seed
+    assert verdict(c5.claim_dyck_random, f05(), S) == R
+    assert verdict(c5.claim_dyck_random, f05(dyck_random=(0.5, 0.52)), S) == NR  # chance
+    assert verdict(c5.claim_dyck_random, f05(dyck_random=(0.8, 1.0)), S) == INC
+
+
+def test_ch05_khop_needs_a_trained_reference():
+    S = settings(c5)
+    weak = hop_with(**{"trained|attention-only": (0.4, 0.4), "trained|+residual+LN": (0.4, 0.4),
+                       "trained|+residual+LN+MLP": (0.4, 0.4)})
+    for fn in (c5.claim_khop_attention_only, c5.claim_khop_residual_ln, c5.claim_khop_random_mlp):
+        assert verdict(fn, f05(hop=weak), S) == NRUN
+    assert verdict(c5.claim_khop_attention_only, f05(hop=HOP_OK), S) == R
+    assert verdict(c5.claim_khop_attention_only, f05(hop=hop_with(
+        **{"sparse|attention-only": (0.97, 0.98)})), S) == NR
+    assert verdict(c5.claim_khop_residual_ln, f05(hop=HOP_OK), S) == R
+    assert verdict(c5.claim_khop_residual_ln, f05(hop=hop_with(
+        **{"random|+residual+LN": (0.3, 0.32)})), S) == P
+    assert verdict(c5.claim_khop_residual_ln, f05(hop=hop_with(
+        **{"random|+residual+LN": (0.3, 0.32), "sparse|+residual+LN": (0.3, 0.33)})), S) == NR
+    assert verdict(c5.claim_khop_random_mlp, f05(hop=HOP_OK), S) == R
+    assert verdict(c5.claim_khop_random_mlp, f05(hop=hop_with(
+        **{"random|+residual+LN+MLP": (0.6, 0.61)})), S) == NR
+    assert verdict(c5.claim_khop_random_mlp, f05(hop=hop_with(
+        **{"random|+residual+LN+MLP": (0.92, 0.9)})), S) == INC  # no effect
+
+
+# ------------------------------------------------------------------ chapter 06
+
+
+def variant(ppl, acc, vs_lora_ppl=None, vs_lora_acc=None, rho_up=True, cache=(1000, 0.01, 1.0),
+            ref=0.5):
+    r = {"ppl": ppl, "accuracy": acc, "correct": int(acc * 200), "trainable": 100,
+         "cache_check": {"bytes": cache[0], "max_abs": cache[1], "scale": cache[2],
+                         "reference_max_abs": ref}}
+    r["vs_base"] = {"ppl_change": -0.1, "ppl_ci": (-0.12, -0.08)}
+    if vs_lora_ppl is not None:
+        r["vs_lora"] = {"ppl_change": sum(vs_lora_ppl) / 2, "ppl_ci": vs_lora_ppl,
+                        "acc_diff": sum(vs_lora_acc) / 2, "acc_diff_ci": vs_lora_acc}
+    r["skip_use"] = [{"layer": l, "ratio": (l if rho_up else -l) + 0.1 * (l % 2), "gate": 0.5}
+                     for l in range(12)]
+    return r
+
+
+def f06(vs_lora_ppl=(-0.2, -0.1), vs_lora_acc=(0.02, 0.08), base_acc=0.5, **kw):
+    st = {"base": variant(40.0, base_acc, cache=kw.get("base_cache", (1000, 0.01, 1.0))),
+          "lora": variant(36.0, 0.55),
+          "pre+skip": variant(35.0, 0.6, vs_lora_ppl, vs_lora_acc, kw.get("rho_up", True),
+                              kw.get("cache", (1000, 0.01, 1.0)), kw.get("ref", 0.5))}
+    return {"studies": {"smollm2-135m": st}, "n_items": 200,
+            "setup": {"smollm2-135m": {"k": 16, "steps": 24, "batch": 4, "window": 128,
+                                       "eval_tokens": 4096, "items": 200}}}
+
+
+def test_ch06_probes_are_judged_against_lora_and_need_seeds():
+    S = settings(c6)
+    for fn in (c6.claim_ppl, c6.claim_lambada):
+        c = fn(f06(), S)
+        assert c.verdict == INC and "seeds" in c.needs and "LoRA" in c.control
+    # the single-seed reading follows LoRA, not the frozen base (which every variant beats)
+    better = c6.claim_ppl(f06(vs_lora_ppl=(-0.2, -0.1)), S).reason
+    worse = c6.claim_ppl(f06(vs_lora_ppl=(0.05, 0.2)), S).reason
+    assert "reading: reproduced" in better and "reading: not reproduced" in worse
+    assert verdict(c6.claim_lambada, f06(base_acc=0.05), S) == NRUN  # too few right
+
+
+def test_ch06_skip_by_depth():
+    S = settings(c6)
+    assert verdict(c6.claim_skip_by_depth, f06(), S) == INC  # one seed
+    assert "reading: not reproduced" in c6.claim_skip_by_depth(f06(rho_up=False), S).reason
+
+
+def test_ch06_no_kv_overhead_is_a_check_that_can_fail():
+    S = settings(c6)
+    assert verdict(c6.claim_no_kv_overhead, f06(), S) == R
+    assert verdict(c6.claim_no_kv_overhead, f06(cache=(2000, 0.01, 1.0)), S) == NR  # bytes
+    assert verdict(c6.claim_no_kv_overhead, f06(cache=(1000, 0.5, 1.0)), S) == NR  # stale
+    assert verdict(c6.claim_no_kv_overhead, f06(ref=0.001), S) == INC  # control cannot tell
+
+
+SAMPLES = {"01": lambda: (f01(), settings(c1)),
+           "02": lambda: (f02(**WORSE, **ACC_WORSE, **GATES), settings(c2)),
+           "03": lambda: (f03([0.01] * 30), settings(c3)),
+           "04": lambda: (f04(), settings(c4)),
+           "05": lambda: (f05(hop=HOP_OK), settings(c5)),
+           "06": lambda: (f06(), settings(c6))}

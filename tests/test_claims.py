@@ -1,0 +1,130 @@
+"""The verdict vocabulary and the rules every claim function is built from."""
+
+import math
+
+import numpy as np
+import pytest
+
+from nlbudget import claims, stats
+from nlbudget.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, Claim,
+                             Decision)
+
+
+def test_claim_rows_must_be_complete():
+    with pytest.raises(ValueError, match="not one of"):
+        Claim("X", "m", "sort of")
+    with pytest.raises(ValueError, match="must say what it needs"):
+        Claim("X", "m", INCONCLUSIVE)
+    with pytest.raises(ValueError, match="must say what it needs"):
+        Claim("X", "m", NOT_RUN)
+    with pytest.raises(ValueError, match="name its control"):
+        Claim("X", "m", REPRODUCED)
+    with pytest.raises(ValueError, match="several parts"):
+        Claim("X", "m", PARTLY, parts={"a": REPRODUCED})
+    with pytest.raises(ValueError, match="several parts"):
+        Claim("X", "m", PARTLY, parts={"a": REPRODUCED, "b": REPRODUCED})
+    with pytest.raises(ValueError, match="kind"):
+        Claim("X", "m", NOT_RUN, needs="n", kind="opinion")
+    Claim("X", "m", PARTLY, parts={"a": REPRODUCED, "b": NOT_RUN})
+    Claim("X", "m", REPRODUCED, control="c")
+
+
+def test_decided_keeps_needs_only_where_undecided():
+    c = claims.decided("X", Decision(REPRODUCED, "r"), measured="m", control="c", needs="n")
+    assert c.needs == "" and c.reason == "r"
+    c = claims.decided("X", Decision(INCONCLUSIVE, "r"), measured="m", needs="n")
+    assert c.needs == "n"
+
+
+@pytest.mark.parametrize("lo,hi,min_effect,verdict", [
+    (0.1, 0.3, 0.0, REPRODUCED),
+    (-0.3, -0.1, 0.0, NOT_REPRODUCED),  # significant the other way
+    (-0.1, 0.1, 0.0, INCONCLUSIVE),  # no effect: never reproduced
+    (0.01, 0.03, 0.05, NOT_REPRODUCED),  # present, but smaller than what counts
+    (0.01, 0.3, 0.05, REPRODUCED),
+    (-0.1, 0.3, 0.05, INCONCLUSIVE),
+    (None, None, 0.0, INCONCLUSIVE),
+    (math.nan, 1.0, 0.0, INCONCLUSIVE),
+])
+def test_effect(lo, hi, min_effect, verdict):
+    assert claims.effect(lo, hi, min_effect=min_effect).verdict == verdict
+
+
+@pytest.mark.parametrize("lo,hi,verdict", [
+    (-0.05, 0.05, REPRODUCED), (0.3, 0.5, NOT_REPRODUCED), (-0.6, -0.25, NOT_REPRODUCED),
+    (-0.1, 0.4, INCONCLUSIVE), (None, None, INCONCLUSIVE)])
+def test_null(lo, hi, verdict):
+    assert claims.null(lo, hi, margin=0.2).verdict == verdict
+
+
+def test_any_of_and_share_of():
+    assert claims.any_of({1: (-0.2, -0.1), 2: (0.01, 0.2)}).verdict == REPRODUCED
+    assert claims.any_of({1: (-0.2, -0.1), 2: (-0.3, -0.01)}).verdict == NOT_REPRODUCED
+    assert claims.any_of({1: (-0.2, 0.1), 2: (-0.3, -0.01)}).verdict == INCONCLUSIVE
+    assert claims.any_of({}).verdict == INCONCLUSIVE
+    ivs = {i: (0.1, 0.2) for i in range(7)} | {i: (-0.1, 0.1) for i in range(7, 10)}
+    assert claims.share_of(ivs, share=0.7).verdict == REPRODUCED
+    assert claims.share_of(ivs, share=0.8).verdict == INCONCLUSIVE
+    ivs = {i: (-0.2, -0.1) for i in range(4)} | {i: (0.1, 0.2) for i in range(4, 10)}
+    assert claims.share_of(ivs, share=0.7).verdict == NOT_REPRODUCED
+
+
+def test_derivation_needs_its_control_to_fail():
+    assert claims.derivation(True, {"n": True}, {"c": True}).verdict == REPRODUCED
+    assert claims.derivation(False, {"n": True}, {"c": True}).verdict == NOT_REPRODUCED
+    assert claims.derivation(True, {"n": False}, {"c": True}).verdict == NOT_REPRODUCED
+    assert claims.derivation(True, {"n": True}, {"c": False}).verdict == INCONCLUSIVE
+
+
+def test_combine_parts():
+    assert claims.combine({"a": REPRODUCED, "b": REPRODUCED}).verdict == REPRODUCED
+    assert claims.combine({"a": REPRODUCED, "b": NOT_REPRODUCED}).verdict == PARTLY
+    assert claims.combine({"a": REPRODUCED, "b": NOT_RUN}).verdict == PARTLY
+    assert claims.combine({"a": NOT_REPRODUCED, "b": NOT_REPRODUCED}).verdict == NOT_REPRODUCED
+    assert claims.combine({"a": INCONCLUSIVE, "b": NOT_REPRODUCED}).verdict == INCONCLUSIVE
+    assert claims.combine({"a": NOT_RUN, "b": NOT_RUN}).verdict == NOT_RUN
+
+
+def test_all_of_models():
+    r, n, i = (Decision(v, "") for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE))
+    assert claims.all_of({"a": r, "b": r}).verdict == REPRODUCED
+    assert claims.all_of({"a": r, "b": n}).verdict == NOT_REPRODUCED
+    assert claims.all_of({"a": r, "b": i}).verdict == INCONCLUSIVE
+    assert claims.all_of({"a": Decision(NOT_RUN, "")}).verdict == NOT_RUN
+
+
+def test_a_single_seed_never_decides():
+    d = Decision(REPRODUCED, "x")
+    assert claims.needs_seeds(d, 1).verdict == INCONCLUSIVE
+    assert claims.needs_seeds(Decision(NOT_REPRODUCED, "x"), 1).verdict == INCONCLUSIVE
+    assert claims.needs_seeds(d, 3) is d
+    assert claims.bonferroni(0.95, 10) == pytest.approx(0.995)
+
+
+# ------------------------------------------------------------------ stats
+
+
+def test_t_and_welch_intervals_match_scipy_and_hand():
+    m, lo, hi = stats.t_interval([1.0, 2.0, 3.0])
+    assert m == 2.0 and lo == pytest.approx(2 - 4.302653 / math.sqrt(3), rel=1e-5)
+    assert stats.t_interval([5.0])[1] != stats.t_interval([5.0])[1]  # nan: one value
+    d, lo, hi = stats.welch_interval([10, 11, 12], [1, 2, 3])
+    assert d == 9 and lo > 0
+    d, lo, hi = stats.paired_interval([1.0, 2.0, 3.5], [0.9, 1.8, 3.3])
+    assert lo > 0  # paired: the seed-to-seed spread cancels
+    assert stats.welch_interval([1.0, 2.0, 3.5], [0.9, 1.8, 3.3])[1] < 0
+
+
+def test_correlation_interval_and_sample_size():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=400)
+    r, lo, hi = stats.correlation_interval(x, x + rng.normal(size=400))
+    assert lo < r < hi and lo > 0.5
+    r, lo, hi = stats.correlation_interval(x[:3], x[:3])
+    assert math.isnan(lo)
+    n = stats.n_for_correlation(0.2)
+    r, lo, hi = stats.correlation_interval(x[:n], rng.normal(size=n))
+    assert hi - lo < 0.45  # about ±0.2 around r
+    rho, lo, hi = stats.spearman_interval(np.arange(30), np.arange(30) + rng.normal(size=30))
+    assert lo > 0.5
+    assert stats.n_to_resolve(1.0, 1.0) == 5 and stats.n_to_resolve(1.0, 0.0) is None
