@@ -108,3 +108,18 @@ def test_duplicate_registry_ids_rejected(tmp_path):
         w.writerow(["A", "I", "01", "paper", "s", "c", "p", "x"])
     with pytest.raises(ValueError, match="duplicate"):
         results.claims_registry(p)
+
+
+def test_cli_ledger_prints_counts_per_kind_and_verdict(tmp_path, capsys):
+    from nlbudget import cli
+
+    results.write_chapter(_settings(), {}, [Claim("P1.rank1", "yes", "reproduced", control="c")],
+                          tmp_path)
+    assert cli.main(["ledger", "--profile", "smoke", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    head = next(line for line in out.splitlines() if line.startswith("kind"))
+    assert all(v in head for v in results.VERDICTS)
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
+            if line.split() and line.split()[0] in ("paper", "derivation", "book", "all")}
+    assert rows["derivation"][0] == "1" and rows["all"][-1] == str(len(results.claims_registry()))
+    assert cli.main(["ledger", "--profile", "nope"]) == 2

@@ -63,6 +63,8 @@ class Claim:
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+        if not self.measured:
+            raise ValueError(f"{self.id}: say what was measured (or that nothing was)")
         if self.kind not in KINDS:
             raise ValueError(f"kind {self.kind!r} is not one of {KINDS}")
         if self.obtained not in OBTAINED:

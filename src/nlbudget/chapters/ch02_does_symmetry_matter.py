@@ -153,7 +153,7 @@ def claim_lm(F, S) -> Claim:
     """The book's question: at equal parameters, does σ(a⊙b) model language worse than σ(a)⊙b?"""
     lm = F["lm_val_ppl"]
     if SYMMETRIC not in lm or GATED not in lm:
-        return Claim("BOOK.P1.lm-symmetric-vs-gated", "", "not run", kind="book",
+        return Claim("BOOK.P1.lm-symmetric-vs-gated", "not measured", "not run", kind="book",
                      needs=f"the variants must include {SYMMETRIC} and {GATED}")
     dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True, "PPL difference")
     return decided(
@@ -170,7 +170,7 @@ def claim_modular(F, S) -> Claim:
     """The book's question: on modular addition, is the symmetric form worse than the gated?"""
     mod = F["modular"]
     if SYMMETRIC not in mod or GATED not in mod:
-        return Claim("BOOK.P1.modular-symmetric-vs-gated", "", "not run", kind="book",
+        return Claim("BOOK.P1.modular-symmetric-vs-gated", "not measured", "not run", kind="book",
                      needs=f"the variants must include {SYMMETRIC} and {GATED}")
     acc = {k: v["test_acc"] for k, v in mod.items()}
     best = max(np.mean(a) for a in acc.values())

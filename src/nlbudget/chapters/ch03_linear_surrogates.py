@@ -206,7 +206,8 @@ def claim_gpt2_large_max_cost(F, S) -> Claim:
     author = (f"GPT-2 Large: max all-linear cost {gl.cost_pct.max() / 100:+.2%} (layer "
               f"{int(gl.loc[gl.cost_pct.idxmax(), 'layer'])})" if len(gl) else "")
     if "gpt2-large" not in F["pretrained"]:
-        return Claim("P3.gpt2-large-max-cost", "", NOT_RUN, author_data=author,
+        return Claim("P3.gpt2-large-max-cost", "not measured: GPT-2 Large is not among this "
+                     "profile's models", NOT_RUN, author_data=author,
                      needs="GPT-2 Large runs at the paper profile only (hub, GPU)")
     rep = F["pretrained"]["gpt2-large"]
     ivs = {l: (LARGE_MAX - hi, LARGE_MAX - lo) for l, (lo, hi) in enumerate(rep["ci_family"]["plain"])}

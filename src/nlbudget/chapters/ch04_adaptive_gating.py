@@ -267,7 +267,8 @@ def claim_larger_gates(F, S) -> Claim:
                 if k.startswith("mlp-"):
                     gains[(m, r["layer"], k.split("−")[0])] = v
     if not gains:
-        return Claim("P3.larger-gates", "", NOT_RUN, needs="no MLP gate in the `gates` setting")
+        return Claim("P3.larger-gates", "not measured", NOT_RUN,
+                     needs="no MLP gate in the `gates` setting")
     below = all(hi < AUC_MARGIN for _, _, hi in gains.values())
     beyond = [k for k, (_, lo, _) in gains.items() if lo > AUC_MARGIN]
     dec = (Decision(NOT_REPRODUCED, f"{len(beyond)} larger gates gain more than {AUC_MARGIN} AUC")
