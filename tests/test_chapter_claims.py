@@ -156,6 +156,9 @@ def test_ch02_language_modelling(lm, v):
                                    (ACC_NONE, INC)])
 def test_ch02_modular(acc, v):
     assert verdict(c2.claim_modular, f02(**WORSE, **acc, **GATES), settings(c2)) == v
+    F = f02(**WORSE, **acc, **GATES)
+    del F["modular"]["symmetric-silu"]
+    assert verdict(c2.claim_modular, F, settings(c2)) == NRUN
 
 
 def test_ch02_real_gates_read_the_random_counterpart():
@@ -443,7 +446,11 @@ def test_ch05_khop_needs_a_trained_reference():
     assert verdict(c5.claim_khop_attention_only, f05(hop=HOP_OK), S) == R
     assert verdict(c5.claim_khop_attention_only, f05(hop=hop_with(
         **{"sparse|attention-only": (0.97, 0.98)})), S) == NR
+    assert verdict(c5.claim_khop_attention_only, f05(hop=hop_with(
+        **{"sparse|attention-only": (0.5, 0.9)})), S) == INC
     assert verdict(c5.claim_khop_residual_ln, f05(hop=HOP_OK), S) == R
+    assert verdict(c5.claim_khop_residual_ln, f05(hop=hop_with(
+        **{"random|+residual+LN": (0.5, 1.0), "sparse|+residual+LN": (0.5, 1.0)})), S) == INC
     assert verdict(c5.claim_khop_residual_ln, f05(hop=hop_with(
         **{"random|+residual+LN": (0.3, 0.32)})), S) == P
     assert verdict(c5.claim_khop_residual_ln, f05(hop=hop_with(

@@ -33,6 +33,13 @@ def rules(module) -> str:
     return Code("\n".join(consts) + "\n\n\n" + src, language="python")
 
 
+def source(*objs):
+    """The source of library functions or classes, shown on the page (the mechanism)."""
+    from IPython.display import Code
+
+    return Code("\n\n".join(inspect.getsource(o) for o in objs), language="python")
+
+
 def scale_box(rows: dict[str, tuple[str, str]]) -> "object":
     """The 'paper's scale vs ours' box: {aspect: (paper, this build)} as a small table."""
     from IPython.display import Markdown

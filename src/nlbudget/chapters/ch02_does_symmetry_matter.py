@@ -141,6 +141,11 @@ def _symmetric_worse(sym, gated, lower_is_better: bool, what: str) -> tuple[Deci
     return dec, (d, lo, hi)
 
 
+def _without_the_forms(cid: str) -> Claim:
+    return Claim(cid, "not measured", "not run", kind="book",
+                 needs=f"the variants must include {SYMMETRIC} and {GATED}")
+
+
 def _seeds_needed(sym, gated) -> str:
     diff = np.asarray(sym, float) - np.asarray(gated, float)
     n = stats.n_to_resolve(float(np.std(diff, ddof=1)) if len(diff) > 1 else np.nan,
@@ -153,8 +158,7 @@ def claim_lm(F, S) -> Claim:
     """The book's question: at equal parameters, does σ(a⊙b) model language worse than σ(a)⊙b?"""
     lm = F["lm_val_ppl"]
     if SYMMETRIC not in lm or GATED not in lm:
-        return Claim("BOOK.P1.lm-symmetric-vs-gated", "not measured", "not run", kind="book",
-                     needs=f"the variants must include {SYMMETRIC} and {GATED}")
+        return _without_the_forms("BOOK.P1.lm-symmetric-vs-gated")
     dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True, "PPL difference")
     return decided(
         "BOOK.P1.lm-symmetric-vs-gated", dec, kind="book",
@@ -170,8 +174,7 @@ def claim_modular(F, S) -> Claim:
     """The book's question: on modular addition, is the symmetric form worse than the gated?"""
     mod = F["modular"]
     if SYMMETRIC not in mod or GATED not in mod:
-        return Claim("BOOK.P1.modular-symmetric-vs-gated", "not measured", "not run", kind="book",
-                     needs=f"the variants must include {SYMMETRIC} and {GATED}")
+        return _without_the_forms("BOOK.P1.modular-symmetric-vs-gated")
     acc = {k: v["test_acc"] for k, v in mod.items()}
     best = max(np.mean(a) for a in acc.values())
     scale = (f"one MLP, p = {S['mod_p']}, d = {S['mod_d']}, {S['mod_steps']} full-batch steps, "
