@@ -197,8 +197,14 @@ def test_gating_report_and_two_phase_run_on_a_tiny_model():
     curve = rep["per_layer"][1]["curve"]
     assert [p["target"] for p in curve] == [0.25, None, 0.75]  # sorted by share routed
     assert curve[0]["routed"] < curve[2]["routed"]
-    assert set(rep["per_layer"][1]["auc"]) == {"linear:x", "linear:e", "linear:c", "pca-2"}
-    assert set(rep["per_layer"][0]["auc"]) == {"linear:x", "linear:e", "linear:c"}
+    assert set(rep["per_layer"][1]["auc"]) == {"linear:x", "linear:r", "linear:e", "linear:c",
+                                               "pca-2"}
+    row = rep["per_layer"][1]
+    assert set(row["auc_diff_family"]) == {"pca-2−linear:x", "linear:c−linear:r",
+                                           "linear:e−linear:r"}
+    assert len(row["random"]["draws"]) == 3
+    assert abs(row["random"]["routed"] - row["random"]["target"]) < 0.2
+    assert set(rep["per_layer"][0]["auc"]) == {"linear:x", "linear:r", "linear:e", "linear:c"}
     assert set(rep["per_layer"][2]["auc"]) == {"linear:x"}
     comp = rep["compound"]
     assert comp["k_star"] in [int(k) for k in comp["selection"]] + [0]

@@ -200,3 +200,47 @@ def test_ablation_cost_of_a_model_without_mlp_effect_is_zero():
     for b in capture.blocks(model):
         b.mlp = surrogates.Ablated()
     assert surrogates.ablation_cost(model, _ids())["cost"] == 0.0
+
+
+def _recording(monkeypatch):
+    """Record every training batch drawn through `training.random_windows`."""
+    from nlbudget import training
+
+    seen, real = [], training.random_windows
+
+    def rec(stream, n, length, gen):
+        b = real(stream, n, length, gen)
+        seen.append(b.clone())
+        return b
+
+    monkeypatch.setattr(training, "random_windows", rec)
+    return seen
+
+
+def test_progressive_control_sees_the_same_batches(monkeypatch):
+    model = models.build_tiny("neox-par", seed=0, vocab_size=VOCAB, n_layer=3, d_model=32,
+                              n_head=4, context=16)
+    stream = torch.randint(0, VOCAB, (2000,), generator=torch.Generator().manual_seed(0))
+    kw = dict(order=[1], fit_windows=_ids(n=4, t=16), train_stream=stream,
+              val_windows=_ids(n=3, t=16, seed=5), steps_per_stage=3, final_steps=2, lr=1e-3,
+              batch_size=4, context=16, seed=7)
+    seen = _recording(monkeypatch)
+    surrogates.progressive_linearization(model, **kw)
+    lin = list(seen)
+    seen.clear()
+    surrogates.progressive_linearization(model, linearize=False, **kw)
+    assert len(lin) == len(seen) == 5
+    assert all(torch.equal(a, b) for a, b in zip(lin, seen))
+
+
+def test_two_phase_control_sees_the_same_batches(monkeypatch):
+    model = models.build_tiny("neox-par", seed=0, vocab_size=VOCAB, n_layer=3, d_model=32,
+                              n_head=4, context=16)
+    stream = torch.randint(0, VOCAB, (2000,), generator=torch.Generator().manual_seed(0))
+    seen = _recording(monkeypatch)
+    out = surrogates.two_phase_linearization(
+        model, [1], _ids(n=4, t=16), stream, _ids(n=3, t=16, seed=5), phase1_steps=3,
+        phase2_steps=2, lr=1e-3, gate_lr=1e-2, sparsity=0.1, batch_size=4, context=16, seed=3)
+    # the gated run draws phase 1 + phase 2 batches, then the control draws as many, the same
+    assert len(seen) == 10 and out["steps"]["control"] == 5
+    assert all(torch.equal(a, b) for a, b in zip(seen[:5], seen[5:]))

@@ -86,3 +86,16 @@ def test_trained_kind_trains_everything():
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     U.train_program(model, lambda s: tasks.dyck(16, 6, seed=s), steps=3, lr=1e-2)
     assert all(not torch.equal(p, before[n]) for n, p in model.named_parameters())
+
+
+def test_dyck_test_strings_are_never_drawn_for_training():
+    from nlbudget import profiles
+    from nlbudget.chapters import ch05_fixed_universal as ch
+
+    S = profiles.validate("05", profile="smoke", seed=0)
+    o = ch.dyck_overlap(S)
+    assert o["overlap"] == 0 and o["train_strings"] > 0 and o["test_strings"] > 0
+    x, _ = tasks.dyck(500, 12, 3, "train")
+    t, _ = tasks.dyck(500, 12, 4, "test")
+    assert not tasks.held_out(x.numpy()).any() and tasks.held_out(t.numpy()).all()
+    assert not ({tuple(r) for r in x.tolist()} & {tuple(r) for r in t.tolist()})

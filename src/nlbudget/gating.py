@@ -427,19 +427,20 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
                   eval_windows: torch.Tensor, kinds=GATE_KINDS, curve_layers=(),
                   probe_layers=None, fractions=(0.1, 0.25, 0.75, 0.9), compound_grid=None,
                   max_cost: float = 0.01, batch_size: int = 8, n_boot: int = 1000,
-                  seed: int = 0, progress=None) -> dict:
+                  seed: int = 0, progress=None, random_draws: int = 3) -> dict:
     """Everything Part II.b measures on one model, on three disjoint sets of windows.
 
     * `fits`: every layer's ridge surrogate (fit elsewhere, without position 0, which always
       keeps its MLP).
     * `gate_windows` (training): δ labels from one linearization sweep; per layer, a linear
-      gate on the MLP input x; at `probe_layers` (default: all) also on the token embedding
-      e and the context c = r − e (r: the residual stream the pre-MLP norm reads); at `curve_layers`,
+      gate on the MLP input x; at `probe_layers` (default: all) also on the residual stream r
+      the pre-MLP norm reads, the token embedding e and the context c = r − e; at `curve_layers`,
       gates of every kind in `kinds` on x.
     * `select_windows` (held out from training): the same sweep gives their δ; every gate's
       AUC against their labels, with intervals over windows; the order and choice of layers
       for compound gating.
-    * `eval_windows` (final): the hard-routed (g > ½) cost of each layer's linear gate; at
+    * `eval_windows` (final): the hard-routed (g > ½) cost of each layer's linear gate, and of
+      `random_draws` random routings of as many tokens (the control); at
       `curve_layers` every kind, and the linear gate at thresholds routing `fractions` of
       the training tokens; compound gating with all layers, and with the chosen layers.
     """
@@ -464,8 +465,9 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     acts = activations(model, both, batch_size)
 
     def parts(acts, l, rows):
-        e, c = split_token_context(_rows(acts["r"][l][rows]), _rows(acts["e"][rows]))
-        return {"x": _rows(acts["x"][l][rows]), "e": e, "c": c}
+        r = _rows(acts["r"][l][rows])
+        e, c = split_token_context(r, _rows(acts["e"][rows]))
+        return {"x": _rows(acts["x"][l][rows]), "r": r.double(), "e": e, "c": c}
 
     train_rows, sel_rows = slice(0, n_gate), slice(n_gate, None)
     window_of = _rows(torch.arange(select_windows.shape[0])[:, None]
@@ -475,8 +477,10 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     for l in range(L):
         y, thr, rule = delta_labels(d_gate[l])
         X, Xs = parts(acts, l, train_rows), parts(acts, l, sel_rows)
+        # x: the routing gate (the paper's); r, e, c: the token/context comparison, all in the
+        # residual stream's coordinates (r = e + c exactly)
         gates[l] = {f"linear:{p}": fit_gate("linear", X[p], y, seed)
-                    for p in ("xec" if l in probe_layers else "x")}
+                    for p in ("xrec" if l in probe_layers else "x")}
         if l in curve_layers:
             gates[l].update({k: fit_gate(k, X["x"], y, seed) for k in kinds if k != "linear"})
         y_sel, _, _ = delta_labels(d_sel[l])
@@ -490,10 +494,11 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
         yl = y_sel.numpy()
         # intervals that hold together over the L layers (Bonferroni), for "any"/"share" claims
         fam = {k: bootstrap_auc(scores[k], yl, window_of, n_boot, seed, family)
-               for k in ("linear:x", "linear:e") if k in scores}
-        diffs = {f"{k}−linear:x": bootstrap_auc_diff(scores[k], scores["linear:x"], yl, window_of,
-                                                      n_boot, seed, family)
-                 for k in scores if k != "linear:x"}
+               for k in ("linear:x", "linear:r", "linear:e") if k in scores}
+        pairs = [(k, "linear:x") for k in scores if not k.startswith("linear:")]
+        pairs += [(k, "linear:r") for k in ("linear:c", "linear:e") if k in scores]
+        diffs = {f"{a}−{b}": bootstrap_auc_diff(scores[a], scores[b], yl, window_of, n_boot,
+                                                seed, family) for a, b in pairs}
         per_layer.append({
             "layer": l, "labels": {"threshold": thr, "rule": rule,
                                    "share_linear_ok": float(y.double().mean())},
@@ -517,8 +522,9 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     variants = {"gate": {l: hybrid(l) for l in range(L)},
                 # the control: as many tokens as the gate routes (on its training tokens),
                 # chosen at random
-                "random": {l: RandomRouting(mlp[l], fits[l], routed_train[l], seed + 1000 + l)
-                           for l in range(L)}}
+                **{f"random{k}": {l: RandomRouting(mlp[l], fits[l], routed_train[l],
+                                                   seed + 1000 * (k + 1) + l) for l in range(L)}
+                   for k in range(random_draws)}}
     for f in fractions:
         variants[f"linear@{f:g}"] = {l: hybrid(l, thr=per_layer[l]["thresholds"][f])
                                      for l in curve_layers}
@@ -535,10 +541,17 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     for l, row in enumerate(per_layer):
         row["gate"] = result("gate", l)
         # random routing relative to the gate: > 0 where the gate chose better than chance
-        row["random"] = {**result("random", l), "target": routed_train[l],
-                         "vs_gate": ev.cost("random", l) - ev.cost("gate", l),
-                         "vs_gate_ci_family": S.bootstrap_cost(
-                             ev.linear["gate"][l], ev.linear["random"][l], n_boot, seed, family)}
+        # the expected loss under random routing: the mean over draws, token by token
+        rnd = torch.stack([ev.linear[f"random{k}"][l] for k in range(random_draws)]).mean(0)
+        cost = S.perplexity(rnd) / S.perplexity(ev.baseline) - 1
+        row["random"] = {
+            "cost": cost, "draws": [ev.cost(f"random{k}", l) for k in range(random_draws)],
+            "routed": float(np.mean([variants[f"random{k}"][l].fraction
+                                     for k in range(random_draws)])),
+            "target": routed_train[l], "vs_gate": cost - row["gate"]["cost"],
+            "ci": S.bootstrap_cost(ev.baseline, rnd, n_boot, seed),
+            "vs_gate_ci_family": S.bootstrap_cost(ev.linear["gate"][l], rnd, n_boot, seed,
+                                                  family)}
         if l in curve_layers:
             row["curve"] = sorted([{"threshold": row["thresholds"][f], "target": f,
                                     **result(f"linear@{f:g}", l)} for f in fractions]

@@ -150,13 +150,16 @@ def _percent_axis(ax, which="y"):
 
 
 def gate_costs(per_layer: list, title: str = ""):
-    """Per layer: the cost of the layer all-linear and gated (g > ½), with 95 % intervals
-    (top), and the share of tokens the gate routes to the surrogate (bottom)."""
+    """Per layer: the cost of the layer all-linear, gated (g > ½) and randomly routed (as many
+    tokens), with 95 % intervals (top), and the share of tokens the gate routes (bottom)."""
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 5), sharex=True,
                                   gridspec_kw={"height_ratios": [2.2, 1]})
     layers = np.array([r["layer"] for r in per_layer])
-    for key, label, style, dx in (("all_linear", "all-linear", "s-", -0.12),
-                                  ("gate", "gated (d+1 gate, g > ½)", "o-", 0.12)):
+    for key, label, style, dx in (("all_linear", "all-linear", "s-", -0.15),
+                                  ("gate", "gated (d+1 gate, g > ½)", "o-", 0.0),
+                                  ("random", "random routing, as many tokens", "x--", 0.15)):
+        if key not in per_layer[0]:
+            continue
         c = np.array([r[key]["cost"] for r in per_layer])
         lo = np.array([r[key]["ci"][0] for r in per_layer])
         hi = np.array([r[key]["ci"][1] for r in per_layer])
@@ -201,16 +204,19 @@ def routing_curves(rows: list, max_cost: float = 0.01):
 
 
 def auc_parts(per_layer: list, paper=None):
-    """Gate AUC per layer for the inputs it reads — the full MLP input x, only the token
-    embedding e, only the context c = r − e — with 95 % intervals; the paper's points dashed."""
+    """Gate AUC per layer for the inputs it reads — the MLP input x (the routing gate), the
+    residual stream r, only the token embedding e, only the context c = r − e — with 95 %
+    intervals; the paper's points dashed."""
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    names = {"linear:x": "full (MLP input x)", "linear:c": "context c = r − e",
-             "linear:e": "token e"}
+    names = {"linear:x": "routing gate (MLP input x)", "linear:r": "full (residual r)",
+             "linear:c": "context c = r − e", "linear:e": "token e"}
     for i, (key, label) in enumerate(names.items()):
         rows = [r for r in per_layer if key in r["auc"]]
+        if not rows:
+            continue
         layers = np.array([r["layer"] for r in rows])
         a = np.array([r["auc"][key] for r in rows], dtype=float)
-        ax.errorbar(layers + (i - 1) * 0.15, a[:, 0], yerr=[a[:, 0] - a[:, 1], a[:, 2] - a[:, 0]],
+        ax.errorbar(layers + (i - 1.5) * 0.12, a[:, 0], yerr=[a[:, 0] - a[:, 1], a[:, 2] - a[:, 0]],
                     fmt="o-", ms=3, lw=1, capsize=2, label=label)
     if paper is not None:
         for name, (x, aucs) in paper.items():

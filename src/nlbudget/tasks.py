@@ -19,10 +19,29 @@ import numpy as np
 import torch
 
 
-def dyck(n: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`n` strings of even `length` ((n, length) ids) and labels (n,) bool, half balanced."""
+#: The share of Dyck-1 strings held out for testing (`split="test"`), fixed by the string.
+HOLDOUT = 0.2
+
+
+def held_out(x: np.ndarray) -> np.ndarray:
+    """For (n, length) 0/1 strings: True for the strings of the test split. A fixed hash of
+    the string itself, so a string is in the same split whichever seed or batch drew it."""
+    bits = np.asarray(x, dtype=np.uint64)
+    h = np.zeros(len(bits), dtype=np.uint64)
+    for j in range(bits.shape[1]):
+        h = (h * np.uint64(1_000_003) + bits[:, j] + np.uint64(1)) % np.uint64(2**61 - 1)
+    return (h * np.uint64(2654435761) % np.uint64(1000)) < np.uint64(int(1000 * HOLDOUT))
+
+
+def dyck(n: int, length: int, seed: int, split: str | None = None
+         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`n` strings of even `length` ((n, length) ids) and labels (n,) bool, half balanced.
+    With `split` = "train" or "test", only strings of that split (`held_out`): no test string
+    is ever drawn for training."""
     if length % 2:
         raise ValueError(f"Dyck-1 strings have even length, got {length}")
+    if split not in (None, "train", "test"):
+        raise ValueError(f"split must be None, 'train' or 'test', got {split!r}")
     rng = np.random.default_rng(seed)
     want = {True: n - n // 2, False: n // 2}
     got = {True: [], False: []}
@@ -30,6 +49,8 @@ def dyck(n: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         # strings with equal counts, uniformly: a random order of length/2 of each
         keys = rng.random((4 * n + 64, length))
         x = (np.argsort(keys, axis=1) >= length // 2).astype(np.int64)  # 1 = ")"
+        if split is not None:
+            x = x[held_out(x) == (split == "test")]
         depth = np.cumsum(1 - 2 * x, axis=1)
         ok = depth.min(axis=1) >= 0
         for k in got:

@@ -286,29 +286,32 @@ def claim_larger_gates(F, S) -> Claim:
 
 def claim_context_not_token(F, S) -> Claim:
     """P3: "the context-only gate matches the full gate within 0.004 AUC; token-only ≈ chance".
-    Part (context): per layer, context − full AUC within ±AUC_MARGIN; part (token): per layer,
-    the token gate's AUC within ±CHANCE_MARGIN of 0.5. Each part holds at LAYER_SHARE of layers."""
+    The three gates read the residual stream's coordinates: full r, token e, context c = r − e.
+    Part (context): per layer, AUC(c) − AUC(r) within ±AUC_MARGIN; part (token): per layer, the
+    token gate's AUC within ±CHANCE_MARGIN of 0.5. Each part holds at LAYER_SHARE of layers."""
     name = _main(F)
-    rows = [r for r in F["pretrained"][name]["per_layer"] if "linear:c−linear:x" in r["auc_diff_family"]]
-    ctx = [null(r["auc_diff_family"]["linear:c−linear:x"][1], r["auc_diff_family"]["linear:c−linear:x"][2],
-                margin=AUC_MARGIN) for r in rows]
+    key = "linear:c−linear:r"
+    rows = [r for r in F["pretrained"][name]["per_layer"] if key in r["auc_diff_family"]]
+    ctx = [null(r["auc_diff_family"][key][1], r["auc_diff_family"][key][2], margin=AUC_MARGIN)
+           for r in rows]
     tokd = [null(r["auc_family"]["linear:e"][1] - 0.5, r["auc_family"]["linear:e"][2] - 0.5,
                  margin=CHANCE_MARGIN) for r in rows]
     dc = _majority(ctx, LAYER_SHARE, "context ≈ full")
     dt = _majority(tokd, LAYER_SHARE, "token ≈ chance")
     parts = {"context ≈ full": dc.verdict, "token ≈ chance": dt.verdict}
     dec = combine(parts)
-    aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:x", "linear:c", "linear:e")}
+    aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:r", "linear:c", "linear:e")}
     rng = {k: f"{min(v):.3f}–{max(v):.3f}" for k, v in aucs.items()}
     return decided("P3.context-not-token", Decision(dec.verdict, f"{dc.reason}; {dt.reason}"),
                    parts=parts,
-                   measured=f"{name}: AUC full {rng['linear:x']}, context {rng['linear:c']}, token "
-                   f"{rng['linear:e']}",
+                   measured=f"{name}: AUC full (r) {rng['linear:r']}, context {rng['linear:c']}, "
+                   f"token {rng['linear:e']}",
                    control="the full gate (context part) and chance, 0.5 (token part); corrected "
                    "paired intervals over held-out windows",
                    author_data="GPT-2 Medium: token-only 0.533–0.568 vs full 0.536–0.609",
                    needs="more held-out select windows", scale=_scale(F, S),
-                   note="split in the residual stream (r = e + c exactly), not the paper's x − e")
+                   note="split in the residual stream (r = e + c exactly), not the paper's x − e "
+                   "(x is normalized, e is not)")
 
 
 def claim_delta_skew(F, S) -> Claim:
