@@ -386,8 +386,10 @@ def f05(err=1e-12, miss=1.0, best=(1e-4, 1e-4), degen=(0.5, 0.5), dyck_sparse=(1
         dyck_random=(0.95, 0.951), hop=None):
     F = {"construction": [{"max |UT − target|": err, "random program: max |UT − target|": miss}],
          "width_per_d": {"2": [9, 45, 189, 729, 2673, 9477]},
-         "random_universality": {f"t{i}": [{"rel_error": b, "degenerate": False, "m": 64},
-                                           {"rel_error": d, "degenerate": True, "m": 64}]
+         "random_universality": {f"t{i}": [{"rel_error": b, "degenerate": False, "m": 64,
+                                            "rel_error_token_position": 0.6},
+                                           {"rel_error": d, "degenerate": True, "m": 64,
+                                            "rel_error_token_position": 0.6}]
                                  for i, (b, d) in enumerate(zip(best, degen))},
          "runs": []}
 

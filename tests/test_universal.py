@@ -99,3 +99,36 @@ def test_dyck_test_strings_are_never_drawn_for_training():
     t, _ = tasks.dyck(500, 12, 4, "test")
     assert not tasks.held_out(x.numpy()).any() and tasks.held_out(t.numpy()).all()
     assert not ({tuple(r) for r in x.tolist()} & {tuple(r) for r in t.tolist()})
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_frozen_sparse_transformer_is_the_exact_construction(residual):
+    # in both settings the frozen sparse model keeps the residual path the construction
+    # needs, so with the program as its embedding it reproduces the target exactly
+    torch.set_default_dtype(torch.float64)
+    try:
+        m = U.FrozenTransformer("sparse", 11, 2, H=2, L=2, d=3, residual=residual).double()  # float64 throughout
+        t = U.random_target(11, 3, 2, 2, residual, seed=0, scale=2.0)
+        ut = U.SparseUT(2, 2, 3, residual)
+        assert m.m == ut.m and m.residual
+        with torch.no_grad():
+            m.E.copy_(ut.program(t))
+            m.P.zero_()
+        ids = torch.randint(0, 11, (4, 9), generator=torch.Generator().manual_seed(1))
+        got = m.hidden(ids) @ ut.R.to(m.E.dtype)
+        assert float((got - U.target_forward(t, ids)).abs().max()) < 1e-9
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_context_free_baselines():
+    g = torch.Generator().manual_seed(0)
+    X, Xt = torch.randint(0, 7, (200, 6), generator=g), torch.randint(0, 7, (200, 6), generator=g)
+    table = torch.randn(7, 3, generator=g)
+    # an output that depends only on the token: the (token, position) predictor is exact
+    e = U.trivial_errors(X, table[X], Xt, table[Xt], 7)
+    assert e["rel_error_token_position"] < 1e-6 and e["rel_error_mean"] > 0.3
+    # an output that depends on the previous token: neither context-free predictor gets it
+    prev = lambda ids: table[torch.roll(ids, 1, dims=1)]
+    e = U.trivial_errors(X, prev(X), Xt, prev(Xt), 7)
+    assert e["rel_error_token_position"] > 0.5

@@ -213,8 +213,11 @@ class FrozenTransformer(torch.nn.Module):
     """A small causal transformer for P2's experiments: width m, H heads, L layers, optional
     residual stream, pre-LayerNorm (no affine parameters) and MLP; the last position's state
     is read out by U. The embedding — the program — is a token table E plus a position table
-    P (without positions, no model here can find "the token after the previous occurrence"). `kind` sets the internal weights: "sparse" (the fixed 0/1 matrices of
-    `SparseUT(H, L, d)`, m = its width), "random" (i.i.d. Gaussian, fixed) or "trained"
+    P (without positions, no model here can find "the token after the previous occurrence").
+    `kind` sets the internal weights: "sparse" (the fixed 0/1 matrices of
+    `SparseUT(H, L, d, residual_target=residual)`, m = its width; it always keeps its own
+    residual path, which the construction needs, so `residual=False` means "simulating
+    attention-only targets without one"), "random" (i.i.d. Gaussian, fixed) or "trained"
     (Gaussian initialisation, trained with E and U). With `looped`, one layer's weights are
     used at every depth. Internal weights are parameters either way; only E and U require
     gradients unless kind = "trained"; "E and U" below always means E, P and U."""
@@ -228,7 +231,9 @@ class FrozenTransformer(torch.nn.Module):
         g = torch.Generator().manual_seed(seed)
         nn = torch.nn
         if kind == "sparse":
-            ut = SparseUT(H, L, d)
+            # the construction simulates targets with or without a residual stream, but the UT
+            # itself needs its own residual path to carry the blocks: it always keeps it
+            ut = SparseUT(H, L, d, residual_target=residual)
             m, dk = ut.m, d
             Q, K, V = (ut.Qs.float(), ut.Ks.float(), ut.Vs.float())
         else:
@@ -254,7 +259,8 @@ class FrozenTransformer(torch.nn.Module):
         self.P = nn.Parameter(torch.randn(max_len, m, generator=g) / m ** 0.5)
         self.U = nn.Parameter(torch.zeros(m, n_out))
         self.kind, self.L, self.H, self.m = kind, L, H, m
-        self.residual, self.layernorm, self.looped = residual, layernorm, looped
+        self.residual = residual or kind == "sparse"
+        self.layernorm, self.looped = layernorm, looped
 
     def _norm(self, h):
         return torch.nn.functional.layer_norm(h, h.shape[-1:]) if self.layernorm else h
@@ -327,4 +333,24 @@ def random_universality(target: AttentionOnly, m: int, steps: int, seed: int = 0
     with torch.no_grad():
         rel = float((model.hidden(Xt) @ model.U - Yt).norm() / Yt.norm())
         rel_train = float((model.hidden(X) @ model.U - Y).norm() / Y.norm())
-    return {"m": m, "degenerate": degenerate, "rel_error": rel, "rel_error_train": rel_train}
+    return {"m": m, "degenerate": degenerate, "seed": seed, "rel_error": rel,
+            "rel_error_train": rel_train, **trivial_errors(X, Y, Xt, Yt, vocab)}
+
+
+def trivial_errors(X, Y, Xt, Yt, vocab: int) -> dict:
+    """Held-out relative errors of two predictors that read no context: the mean hidden state
+    at each position (`mean`), and the best linear map of (token, position) one-hots, fit by
+    least squares on the training sequences (`token_position`). A program is worth something
+    only where it beats them."""
+    T = X.shape[1]
+    mean = Y.mean(0, keepdim=True).expand_as(Yt)
+
+    def feats(ids):
+        oh = torch.nn.functional.one_hot(ids, vocab).double()  # (n, T, vocab)
+        pos = torch.eye(T, dtype=torch.float64).expand(ids.shape[0], T, T)
+        return torch.cat([oh, pos], -1).reshape(-1, vocab + T)
+
+    W = torch.linalg.lstsq(feats(X), Y.double().reshape(-1, Y.shape[-1])).solution
+    pred = (feats(Xt) @ W).reshape(Yt.shape)
+    return {"rel_error_mean": float((mean - Yt).norm() / Yt.norm()),
+            "rel_error_token_position": float((pred.float() - Yt).norm() / Yt.norm())}
