@@ -479,6 +479,8 @@ def variant(ppl, acc, vs_lora_ppl=None, vs_lora_acc=None, rho_up=True, cache=(10
                         "acc_diff": sum(vs_lora_acc) / 2, "acc_diff_ci": vs_lora_acc}
     r["skip_use"] = [{"layer": l, "ratio": (l if rho_up else -l) + 0.1 * (l % 2), "gate": 0.5}
                      for l in range(12)]
+    r["skip_ablation"] = [{"layer": l, "ppl_change": 0.01 * ((l if rho_up else -l) + 0.1 * (l % 2)),
+                           "ci": (0.0, 0.1)} for l in range(12)]
     return r
 
 

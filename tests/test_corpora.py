@@ -160,3 +160,28 @@ def test_token_windows_reads_a_prefix_only():
     with pytest.raises(ValueError, match="too few"):
         corpora.token_windows("short", _CharTokenizer(), 16, 5)
     assert corpora.token_windows(text, _CharTokenizer(), 100).shape == (100, 100)
+
+
+def test_mixed_windows_deal_disjoint_paragraphs_from_one_mixture():
+    from nlbudget.corpora import Corpus, describe, mixed_windows
+
+    class Tok:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [len(w) for w in text.split()] or [0]}
+
+    paras = tuple(f"paragraph {i} " + "word " * (3 + i % 5) for i in range(400))
+    c = Corpus("toy", paras, "0" * 64, "none")
+    spans = mixed_windows(c, Tok(), 8, {"fit": 10, "eval": 5, "gate": 3}, seed=1)
+    assert spans["fit"].windows.shape == (10, 8) and spans["eval"].windows.shape == (5, 8)
+    sets = [set(s.paragraphs) for s in spans.values()]
+    assert sum(map(len, sets)) == len(set().union(*sets))  # no paragraph in two ranges
+    lo, hi = c.bounds("train")
+    assert all(0 <= i < hi - lo for s in sets for i in s)  # indices into the train split
+    # every range samples the whole split, not a prefix of it
+    fit = spans["fit"].paragraphs
+    assert max(fit) > (hi - lo) / 2 > min(fit)
+    again = mixed_windows(c, Tok(), 8, {"fit": 10, "eval": 5, "gate": 3}, seed=1)
+    assert again["eval"].paragraphs == spans["eval"].paragraphs  # seeded
+    assert describe(spans)["eval"]["windows"] == 5
+    with pytest.raises(ValueError, match="too short"):
+        mixed_windows(c, Tok(), 8, {"fit": 10_000}, seed=0)

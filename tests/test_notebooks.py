@@ -129,13 +129,16 @@ def test_part2b_token_ranges_do_not_overlap(smoke):
     doc = results.read("04_adaptive_gating", "smoke", smoke[0])
     ranges = doc["figures"]["ranges"]
     assert {"smollm2-135m", "neox-seq", "neox-par"} <= set(ranges)
-    for model, splits in ranges.items():
-        train = splits["train"]
-        assert {"fit", "gate", "select"} <= set(train)
+    mix = ranges["smollm2-135m"]["mixture"]  # pretrained: disjoint paragraphs of one mixture
+    assert {"fit", "gate", "select", "nofly", "eval"} == set(mix)
+    seen = [set(r["paragraphs"]) for r in mix.values()]
+    assert all(seen) and sum(map(len, seen)) == len(set().union(*seen))
+    for model in ("neox-seq", "neox-par"):  # the pair: consecutive runs of its train split
+        train = ranges[model]["train"]
         spans = sorted(train.values())
         for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
             assert a0 < a1 <= b0 < b1, (model, train)
-        assert splits["validation"]["eval"][1] > 0  # evaluation: another split
+        assert ranges[model]["validation"]["eval"][1] > 0  # evaluation: another split
 
 
 @pytest.mark.notebooks

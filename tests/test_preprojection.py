@@ -252,3 +252,15 @@ def test_a_stale_cache_is_caught():
         probe.pre.forward = lambda x, orig=orig: orig(x) * (1.0 + 0.5 * (x.shape[1] == 1))
     res = pp.cached_vs_uncached(m, IDS[:2, :8], new_tokens=4)
     assert res["max_abs"] > 1e-3 * res["scale"]
+
+
+def test_skip_ablation_measures_each_layers_skip():
+    base = tiny("llama")
+    m = pp.variant_model(base, "skip", pp.matched_budget(base, 4), seed=0)
+    out = pp.skip_ablation(m, IDS, batch_size=2, n_boot=50)
+    assert [u["layer"] for u in out] == [0, 1, 2]
+    assert all(u["ppl_change"] == 0.0 for u in out)  # at step 0 the skip adds nothing
+    perturb(m)
+    out = pp.skip_ablation(m, IDS, batch_size=2, n_boot=50)
+    assert all(u["ppl_change"] != 0.0 and u["ci"][0] <= u["ci"][1] for u in out)
+    assert all(p.skip is not None for p in pp.probes(m))  # every skip is put back

@@ -1,7 +1,10 @@
-import sympy as sp
 import pytest
+import sympy as sp
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from nlbudget import symbolic
+from nlbudget import bilinear, symbolic
 
 
 @pytest.mark.parametrize("fn", [symbolic.kv_memory, symbolic.static_query_absorbed,
@@ -67,9 +70,39 @@ def test_relu_has_no_positive_alpha_counterexample():
     assert symbolic.inverse_scaling_counterexample("relu", 2) is None
 
 
-def test_symmetric_form_keeps_both_symmetries_for_any_sigma():
-    sym = symbolic.symmetric_invariance()
-    assert sym["exchange"].holds and sym["inverse-scaling"].holds
+@settings(max_examples=25, deadline=None)
+@given(d=st.integers(1, 6), n=st.integers(1, 5), seed=st.integers(0, 10_000),
+       alpha=st.floats(0.2, 5.0), sign=st.sampled_from([-1.0, 1.0]),
+       act=st.sampled_from(list(bilinear.ACTIVATIONS)))
+def test_symmetric_form_keeps_both_symmetries_for_every_d(d, n, seed, alpha, sign, act):
+    # the sympy statements are about scalars; on modules of any width d the symmetric form is
+    # exchange- and inverse-scaling-invariant for every σ (to float64 rounding)
+    torch.manual_seed(seed)
+    m = bilinear.SymmetricBilinearMLP(d, n, act=act).double()
+    x = torch.randn(32, d, dtype=torch.float64)
+    with torch.no_grad():
+        y = m(x)
+        for other in (bilinear.exchanged(m), bilinear.inverse_scaled(m, sign * alpha)):
+            assert float((other(x) - y).abs().max()) <= 1e-12 * (1 + float(y.abs().max()))
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu", "silu"])
+def test_module_exchange_reduces_to_the_scalar_condition_only_for_independent_q_k(act):
+    # module-level exchange invariance for all x asks σ(a)b = σ(b)a only at the pairs
+    # (a, b) = (x·q_j, x·k_j) that x can reach: all of R² when q_j and k_j are independent
+    # (d ≥ 2), only a line when they are parallel (always when d = 1)
+    torch.manual_seed(0)
+    m = bilinear.GatedMLP(3, 4, act=act).double()
+    x = torch.randn(64, 3, dtype=torch.float64)
+    assert bilinear.relative_error(m, bilinear.exchanged(m), x) > 1e-3  # independent: broken
+    with torch.no_grad():
+        m.k.weight.copy_(m.q.weight)  # q_j = k_j: the reachable pairs have a = b
+    assert bilinear.relative_error(m, bilinear.exchanged(m), x) < 1e-12
+    m1 = bilinear.GatedMLP(1, 4, act=act).double()
+    x1 = torch.randn(64, 1, dtype=torch.float64)
+    with torch.no_grad():  # d = 1, k_j = c q_j: σ(a)·c a = σ(c a)·a, false for c = −2
+        m1.k.weight.copy_(-2.0 * m1.q.weight)
+    assert bilinear.relative_error(m1, bilinear.exchanged(m1), x1) > 1e-3
 
 
 def test_proofs_have_negative_controls():

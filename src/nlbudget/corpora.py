@@ -386,3 +386,49 @@ def consecutive_windows(ids, length: int, counts: dict[str, int]) -> dict[str, S
         out[name] = Span(ids[pos:pos + n * length].view(n, length), pos, pos + n * length)
         pos += n * length
     return out
+
+
+class MixedSpan(NamedTuple):
+    """Windows cut from the paragraphs dealt to one range of `mixed_windows`."""
+
+    windows: object  # torch.Tensor (n, length)
+    paragraphs: list  # indices into the split's paragraphs
+    sample: list  # the first words of a few of them, to say what text the range holds
+
+
+def describe(spans: dict) -> dict:
+    """What each range of `mixed_windows` holds, for the results file."""
+    return {k: {"windows": int(v.windows.shape[0]), "tokens": int(v.windows.numel()),
+                "paragraphs": v.paragraphs, "sample": v.sample} for k, v in spans.items()}
+
+
+def mixed_windows(corpus: Corpus, tokenizer, length: int, counts: dict[str, int], seed: int,
+                  split: str = "train") -> dict[str, MixedSpan]:
+    """Named ranges of windows (fit, gate, select, eval, …) drawn from one mixture of
+    documents: the split's paragraphs are shuffled (seeded) and dealt, one whole paragraph at a
+    time, to the range that is furthest from its token count, so every range samples the same
+    mixture and no paragraph is in two ranges. Paragraphs are joined by a blank line within a
+    range, then cut into non-overlapping windows of `length`."""
+    import numpy as np
+    import torch
+
+    paras = corpus.split(split)
+    order = np.random.default_rng(seed).permutation(len(paras))
+    need = {k: n * length for k, n in counts.items()}
+    ids = {k: [] for k in counts}
+    taken = {k: [] for k in counts}
+    sep = tokenizer("\n\n", add_special_tokens=False)["input_ids"]
+    for i in order:
+        open_ = [k for k in counts if len(ids[k]) < need[k]]
+        if not open_:
+            break
+        k = min(open_, key=lambda k: len(ids[k]) / need[k])
+        ids[k] += tokenizer(paras[i], add_special_tokens=False)["input_ids"] + sep
+        taken[k].append(int(i))
+    short = [k for k in counts if len(ids[k]) < need[k]]
+    if short:
+        raise ValueError(f"the {split} split of {corpus.name} is too short for {counts} windows "
+                         f"of {length} tokens ({short} fall short)")
+    return {k: MixedSpan(torch.tensor(ids[k][: need[k]]).view(counts[k], length), taken[k],
+                         [" ".join(paras[i].split()[:8]) for i in taken[k][:3]])
+            for k in counts}

@@ -435,7 +435,8 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     * `gate_windows` (training): δ labels from one linearization sweep; per layer, a linear
       gate on the MLP input x; at `probe_layers` (default: all) also on the residual stream r
       the pre-MLP norm reads, the token embedding e and the context c = r − e; at `curve_layers`,
-      gates of every kind in `kinds` on x.
+      gates of every kind in `kinds` on x (evaluated at thresholds that route as many training
+      tokens as the d+1 gate at g > ½, so that costs compare at the same routed fraction).
     * `select_windows` (held out from training): the same sweep gives their δ; every gate's
       AUC against their labels, with intervals over windows; the order and choice of layers
       for compound gating.
@@ -472,7 +473,7 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     train_rows, sel_rows = slice(0, n_gate), slice(n_gate, None)
     window_of = _rows(torch.arange(select_windows.shape[0])[:, None]
                       .expand(select_windows.shape)).numpy()
-    gates, per_layer, sel_scores, routed_train = {}, [], {}, {}
+    gates, per_layer, sel_scores, routed_train, same_share = {}, [], {}, {}, {}
     family = 1 - 0.05 / L  # Bonferroni over layers
     for l in range(L):
         y, thr, rule = delta_labels(d_gate[l])
@@ -483,6 +484,10 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
                     for p in ("xrec" if l in probe_layers else "x")}
         if l in curve_layers:
             gates[l].update({k: fit_gate(k, X["x"], y, seed) for k in kinds if k != "linear"})
+            with torch.no_grad():  # thresholds at which the other gates route as many tokens
+                share = float((gates[l]["linear:x"](X["x"]) > 0.5).double().mean())
+                same_share[l] = {k: threshold_for_fraction(gates[l][k](X["x"]), share)
+                                 for k in kinds if k != "linear"}
         y_sel, _, _ = delta_labels(d_sel[l])
         aucs, scores = {}, {}
         with torch.no_grad():
@@ -528,9 +533,9 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     for f in fractions:
         variants[f"linear@{f:g}"] = {l: hybrid(l, thr=per_layer[l]["thresholds"][f])
                                      for l in curve_layers}
-    for k in kinds:
+    for k in kinds:  # the other gates, at the share of tokens the d+1 gate routes
         if k != "linear":
-            variants[k] = {l: hybrid(l, k) for l in curve_layers}
+            variants[k] = {l: hybrid(l, k, thr=same_share[l][k]) for l in curve_layers}
     ev = S.linearization_sweep(model, eval_windows, variants, batch_size, progress)
 
     def result(v, l):

@@ -45,6 +45,13 @@ REFERENCE = "data/reference/p3_all_linear_costs.csv"
 # ------------------------------------------------------------------ study
 
 
+def windows(S: dict, text, tok) -> dict:
+    """Fit and evaluation windows for a pretrained model, from one mixture of the corpus's
+    documents (shuffled paragraphs of its train split, dealt to disjoint ranges)."""
+    return corpora.mixed_windows(text, tok, S["window"], {"fit": S["fit_windows"],
+                                                          "eval": S["eval_windows"]}, S["seed"])
+
+
 def pretrained(S: dict, text, progress=True) -> dict:
     """`surrogates.linearization_report` for each pretrained model of the profile."""
     import torch
@@ -53,12 +60,12 @@ def pretrained(S: dict, text, progress=True) -> dict:
     reports = {}
     for name in S["models"].split(","):
         model, tok = models.load(name, dtype=dtype)
-        fit_w = corpora.token_windows(text.text("train"), tok, S["window"], S["fit_windows"])
-        eval_w = corpora.token_windows(text.text("validation"), tok, S["window"],
-                                       S["eval_windows"])
+        spans = windows(S, text, tok)
+        fit_w, eval_w = spans["fit"].windows, spans["eval"].windows
         bar = tqdm(total=len(eval_w), desc=f"{name}: sweep", mininterval=60, disable=not progress)
         reports[name] = surrogates.linearization_report(model, fit_w, eval_w, S["batch_size"],
                                                         S["n_boot"], S["seed"], bar)
+        reports[name]["ranges"] = corpora.describe(spans)
         bar.close()
         del model
     return reports
@@ -144,7 +151,7 @@ def _scale(F, S):
     model = ("SmolLM2-135M-Instruct (de-quantized from Q4_1)" if name == "smollm2-135m"
              else name)
     return (f"{model}; {rep['fit_tokens']:,} fit tokens, {rep['eval_tokens']:,} eval tokens "
-            f"of {S['corpus']}")
+            f"of {S['corpus']} (disjoint paragraphs of one shuffled mixture)")
 
 
 def claim_layers_linearizable(F, S) -> Claim:

@@ -72,22 +72,27 @@ def _ranges(spans):
 # ------------------------------------------------------------------ study
 
 
+def windows(S: dict, text, tok) -> dict:
+    """The fit / gate / select / no-fly / eval ranges of windows for a pretrained model: one
+    shuffled mixture of the corpus's train-split paragraphs, dealt to disjoint ranges."""
+    return corpora.mixed_windows(text, tok, S["window"], {
+        "fit": S["fit_windows"], "gate": S["gate_windows"], "select": S["select_windows"],
+        "nofly": S["nofly_windows"], "eval": S["eval_windows"]}, S["seed"])
+
+
 def pretrained(S: dict, text, other) -> dict:
     """Gates, routing, token/context, compound gating and no-fly lists on each pretrained model:
-    fit / gate / select / no-fly windows are consecutive, disjoint runs of the train split;
-    evaluation is the validation split."""
+    fit / gate / select / no-fly / eval windows come from one mixture of documents (`windows`);
+    the no-fly lists are also tested on the corpus's test split and on the other corpus."""
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[S["dtype"]]
     kinds = S["gates"].split(",")
     reports, nofly, ranges = {}, {}, {}
     for name in S["models"].split(","):
         model, tok = models.load(name, dtype=dtype)
         W = S["window"]
-        counts = {"fit": S["fit_windows"], "gate": S["gate_windows"],
-                  "select": S["select_windows"], "nofly": S["nofly_windows"]}
-        train = corpora.token_windows(text.text("train"), tok, W, sum(counts.values()))
-        spans = corpora.consecutive_windows(train, W, counts)
-        eval_w = corpora.token_windows(text.text("validation"), tok, W, S["eval_windows"])
-        ranges[name] = {"train": _ranges(spans), "validation": {"eval": [0, eval_w.numel()]},
+        spans = windows(S, text, tok)
+        eval_w = spans["eval"].windows
+        ranges[name] = {"mixture": corpora.describe(spans),
                         "test": {"nofly": [0, S["nofly_windows"] * W]}}
         fits, r2 = surrogates.fit_layers(model, spans["fit"].windows, batch_size=S["batch_size"],
                                          skip_first=True, dtype=dtype)

@@ -174,19 +174,25 @@ def claim_lambada(F, S) -> Claim:
 
 
 def claim_skip_by_depth(F, S) -> Claim:
-    """P4: "late layers use [the skip] most, early layers keep relying on attention". Spearman ρ
-    between layer and the skip's use (‖skip‖/‖attn‖) with a Fisher-z interval, per model."""
+    """P4: "late layers use [the skip] most, early layers keep relying on attention". Use is
+    measured by ablation — the perplexity change when one layer's skip is switched off — and
+    the trend by Spearman ρ between layer and that change, with a Fisher-z interval, per
+    model (the norm ratio ‖skip‖/‖attn‖ is reported too: it tracks activation scale)."""
     decs, texts = {}, []
     for m, st in F["studies"].items():
+        abl = st[MAIN]["skip_ablation"]
+        rho, lo, hi = stats.spearman_interval([u["layer"] for u in abl],
+                                              [u["ppl_change"] for u in abl])
         use = st[MAIN]["skip_use"]
-        rho, lo, hi = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])
+        r_norm = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])[0]
         decs[m] = needs_seeds(effect(lo, hi, what="Spearman ρ"), 1)
-        texts.append(f"{_model_label(m)}: ρ(layer, ‖skip‖/‖attn‖) = {rho:+.2f} "
-                     f"[{lo:+.2f}, {hi:+.2f}] over {len(use)} layers")
+        top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
+        texts.append(f"{_model_label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
+                     f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "
+                     f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = {r_norm:+.2f}")
     return decided("P4.skip-by-depth", all_of(decs), measured="; ".join(texts),
                    control="no trend with depth (ρ = 0)",
-                   needs="≥ 3 seeds, and skip use measured by ablating each layer's skip",
-                   scale=_scale(F))
+                   needs="≥ 3 seeds of the probes", scale=_scale(F))
 
 
 def claim_no_kv_overhead(F, S) -> Claim:
