@@ -228,3 +228,10 @@ def all_of(decisions: dict[str, Decision]) -> Decision:
     if NOT_REPRODUCED in vs.values():
         return Decision(NOT_REPRODUCED, text)
     return Decision(INCONCLUSIVE, text)
+
+
+def by_parts(decisions: dict[str, Decision]) -> tuple[Decision, dict[str, str]]:
+    """`combine` for parts each decided by a rule: the combined decision, with every part's
+    reason, and the parts' verdicts (for `Claim.parts`)."""
+    parts = {k: d.verdict for k, d in decisions.items()}
+    return Decision(combine(parts).verdict, "; ".join(d.reason for d in decisions.values())), parts

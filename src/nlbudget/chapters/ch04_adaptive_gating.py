@@ -15,7 +15,7 @@ from tqdm.std import tqdm
 from .. import corpora, models, paths, stats, surrogates, training
 from ..capture import mlps
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, any_of,
-                      combine, decided, effect, needs_seeds, null, share_of)
+                      by_parts, decided, effect, needs_seeds, null, share_of)
 from ..gating import GATE_KINDS, gating_report, nofly_study
 
 KEY, STEM, PART = "04", "04_adaptive_gating", "II"
@@ -214,17 +214,15 @@ def claim_gate_routing(F, S) -> Claim:
     better = {r["layer"]: tuple(r["random"]["vs_gate_ci_family"]) for r in rows}
     d_cheap = share_of(cheap, share=ROUTING_SHARE, what="1 % − gated cost (layers routing ≥ 25 %)")
     d_better = share_of(better, share=ROUTING_SHARE, what="random − gate cost")
-    dec = combine({"≥ 25 % routed at < 1 %": d_cheap.verdict, "better than random routing":
-                   d_better.verdict})
+    dec, parts = by_parts({"≥ 25 % routed at < 1 %": d_cheap,
+                           "better than random routing": d_better})
     ref = reference("gate_costs")
     gm = ref[ref.model == "gpt2-medium"]
     routed = [r["gate"]["routed"] for r in rows]
     pair_cheap = {k: sum(r["gate"]["routed"] >= MIN_ROUTED and r["gate"]["cost"] < MAX_COST
                          for r in p["per_layer"]) for k, p in F["pair"].items()}
     return decided(
-        "P3.gate-routing", Decision(dec.verdict, f"{d_cheap.reason}; {d_better.reason}"),
-        parts={"≥ 25 % routed at < 1 %": d_cheap.verdict,
-               "better than random routing": d_better.verdict},
+        "P3.gate-routing", dec, parts=parts,
         measured=f"{name}: d+1 gates route {min(routed):.0%}–{max(routed):.0%}; median gated cost "
         f"{np.median([r['gate']['cost'] for r in rows]):+.2%} vs random routing "
         f"{np.median([r['random']['cost'] for r in rows]):+.2%}; point estimates ≥ 25 % at < 1 %: "
@@ -248,11 +246,9 @@ def claim_gate_auc(F, S) -> Claim:
                      what="AUC − 0.5")
     modest = share_of({l: (AUC_MODEST - hi, AUC_MODEST - lo) for l, (_, lo, hi) in fam.items()},
                       share=MOST, what=f"{AUC_MODEST} − AUC")
-    parts = {"above chance": above.verdict, f"modest (< {AUC_MODEST})": modest.verdict}
-    dec = combine(parts)
+    dec, parts = by_parts({"above chance": above, f"modest (< {AUC_MODEST})": modest})
     a = [v[0] for v in fam.values()]
-    return decided("P3.gate-auc", Decision(dec.verdict, f"{above.reason}; {modest.reason}"),
-                   parts=parts,
+    return decided("P3.gate-auc", dec, parts=parts,
                    measured=f"{name}: d+1 gate AUC on held-out tokens {min(a):.3f}–{max(a):.3f} "
                    f"(median {np.median(a):.3f})",
                    control="chance (0.5, a gate that does not rank); corrected intervals over "
@@ -303,12 +299,10 @@ def claim_context_not_token(F, S) -> Claim:
                  margin=CHANCE_MARGIN) for r in rows]
     dc = _majority(ctx, LAYER_SHARE, "context ≈ full")
     dt = _majority(tokd, LAYER_SHARE, "token ≈ chance")
-    parts = {"context ≈ full": dc.verdict, "token ≈ chance": dt.verdict}
-    dec = combine(parts)
+    dec, parts = by_parts({"context ≈ full": dc, "token ≈ chance": dt})
     aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:r", "linear:c", "linear:e")}
     rng = {k: f"{min(v):.3f}–{max(v):.3f}" for k, v in aucs.items()}
-    return decided("P3.context-not-token", Decision(dec.verdict, f"{dc.reason}; {dt.reason}"),
-                   parts=parts,
+    return decided("P3.context-not-token", dec, parts=parts,
                    measured=f"{name}: AUC full (r) {rng['linear:r']}, context {rng['linear:c']}, "
                    f"token {rng['linear:e']}",
                    control="the full gate (context part) and chance, 0.5 (token part); corrected "
@@ -331,9 +325,8 @@ def claim_delta_skew(F, S) -> Claim:
     _, lo_t, hi_t = stats.t_interval(np.array(top) - MOST)
     dn, dt = effect(lo_n, hi_n, what="share near-linear − 50 %"), effect(lo_t, hi_t,
                                                                          what="tail share − 50 %")
-    parts = {"most tokens near-linear": dn.verdict, "a thin tail carries most δ": dt.verdict}
-    dec = combine(parts)
-    return decided("P3.delta-skew", Decision(dec.verdict, f"{dn.reason}; {dt.reason}"), parts=parts,
+    dec, parts = by_parts({"most tokens near-linear": dn, "a thin tail carries most δ": dt})
+    return decided("P3.delta-skew", dec, parts=parts,
                    measured=f"{name}: share of tokens with |δ| < 0.05 per layer {min(near):.0%}–"
                    f"{max(near):.0%} (median {np.median(near):.0%}); top 10 % of tokens carry "
                    f"{min(top):.0%}–{max(top):.0%} of the positive δ",
