@@ -102,12 +102,12 @@ def real_gates(S: dict, text) -> dict:
     return {"trained": trained, "random": random, "tokens": int(keep.sum())}
 
 
-def study(S: dict) -> dict:
+def study(S: dict, results_dir=None) -> dict:
     text = corpora.load("pydocs")
     F = {"param_table": param_table(S), "lm_val_ppl": language_modelling(S, text),
          "modular": modular_addition(S), "real_gates": real_gates(S, text)}
-    try:  # Part II.a's per-layer linearization cost, where it has run at this profile
-        part2 = results.read("03_linear_surrogates", S["profile"], S.get("results_dir"))
+    try:  # chapter 03's per-layer linearization cost, where it has already run at this profile
+        part2 = results.read("03_linear_surrogates", S["profile"], results_dir)
         F["linearization_cost_keep_first"] = part2["figures"]["pretrained"]["smollm2-135m"][
             "cost"]["keep-first"]
     except (FileNotFoundError, KeyError):
