@@ -21,7 +21,7 @@ CHOICES = {"dtype": ("bfloat16", "float32"),
            "lastword": ("pydocs", "shakespeare", "lambada")}
 
 
-#: Settings that hold a comma-separated list of choices (filled below from the chapters).
+#: Settings that hold a comma-separated list of choices (the gate kinds come from `gating`).
 LIST_CHOICES: dict[str, tuple] = {}
 
 
