@@ -244,27 +244,36 @@ def _pair_matrix(s, y, g, n_groups):
     return M
 
 
+def _auc_terms(scores, y, g, G):
+    """The AUC numerator by pairs of groups, and positives and negatives per group."""
+    M = _pair_matrix(np.asarray(scores, dtype=np.float64).ravel(), y, g, G)
+    return M, np.bincount(g, weights=y.astype(float), minlength=G), \
+        np.bincount(g, weights=(~y).astype(float), minlength=G)
+
+
+def _resampled_groups(n_boot: int, G: int, seed: int) -> np.ndarray:
+    """(n_boot, G): how often each group is drawn in each bootstrap resample."""
+    rng = np.random.default_rng(seed)
+    return np.stack([np.bincount(d, minlength=G)
+                     for d in rng.integers(0, G, size=(n_boot, G))]).astype(float)
+
+
 def bootstrap_auc(scores, labels, groups=None, n_boot: int = 1000, seed: int = 0,
                   level: float = 0.95):
     """AUC and a percentile interval, resampling `groups` (e.g. the window of each token:
     tokens of one window are not independent) with replacement; with a group drawn c times,
     each of its pairs counts c·c' times. Returns (auc, lo, hi); lo = hi = nan if n_boot = 0."""
-    s = np.asarray(scores, dtype=np.float64).ravel()
     y = np.asarray(labels).astype(bool).ravel()
-    g = (np.zeros(len(s), dtype=int) if groups is None
+    g = (np.zeros(len(y), dtype=int) if groups is None
          else np.unique(np.asarray(groups).ravel(), return_inverse=True)[1])
     G = int(g.max()) + 1
-    M = _pair_matrix(s, y, g, G)
-    P = np.bincount(g, weights=y.astype(float), minlength=G)
-    N = np.bincount(g, weights=(~y).astype(float), minlength=G)
+    M, P, N = _auc_terms(scores, y, g, G)
     point = float(M.sum() / (P.sum() * N.sum()))
     if n_boot == 0:
         return point, float("nan"), float("nan")
     if groups is None:
         raise ValueError("a bootstrap interval needs groups (e.g. the window of each token)")
-    rng = np.random.default_rng(seed)
-    c = np.stack([np.bincount(d, minlength=G)
-                  for d in rng.integers(0, G, size=(n_boot, G))]).astype(float)
+    c = _resampled_groups(n_boot, G, seed)
     boot = ((c @ M) * c).sum(1) / ((c @ P) * (c @ N))
     lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return point, float(lo), float(hi)
@@ -278,16 +287,11 @@ def bootstrap_auc_diff(scores_a, scores_b, labels, groups, n_boot: int = 1000, s
     y = np.asarray(labels).astype(bool).ravel()
     g = np.unique(np.asarray(groups).ravel(), return_inverse=True)[1]
     G = int(g.max()) + 1
-    Ma = _pair_matrix(np.asarray(scores_a, np.float64).ravel(), y, g, G)
-    Mb = _pair_matrix(np.asarray(scores_b, np.float64).ravel(), y, g, G)
-    P = np.bincount(g, weights=y.astype(float), minlength=G)
-    N = np.bincount(g, weights=(~y).astype(float), minlength=G)
+    Ma, P, N = _auc_terms(scores_a, y, g, G)
+    Mb, _, _ = _auc_terms(scores_b, y, g, G)
     point = float((Ma.sum() - Mb.sum()) / (P.sum() * N.sum()))
-    rng = np.random.default_rng(seed)
-    c = np.stack([np.bincount(d, minlength=G)
-                  for d in rng.integers(0, G, size=(n_boot, G))]).astype(float)
-    den = (c @ P) * (c @ N)
-    boot = (((c @ Ma) * c).sum(1) - ((c @ Mb) * c).sum(1)) / den
+    c = _resampled_groups(n_boot, G, seed)
+    boot = (((c @ Ma) * c).sum(1) - ((c @ Mb) * c).sum(1)) / ((c @ P) * (c @ N))
     lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return point, float(lo), float(hi)
 
@@ -482,11 +486,12 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
         # residual stream's coordinates (r = e + c exactly)
         gates[l] = {f"linear:{p}": fit_gate("linear", X[p], y, seed)
                     for p in ("xrec" if l in probe_layers else "x")}
+        with torch.no_grad():  # the share of training tokens the d+1 gate routes at g > ½
+            routed_train[l] = float((gates[l]["linear:x"](X["x"]) > 0.5).double().mean())
         if l in curve_layers:
             gates[l].update({k: fit_gate(k, X["x"], y, seed) for k in kinds if k != "linear"})
             with torch.no_grad():  # thresholds at which the other gates route as many tokens
-                share = float((gates[l]["linear:x"](X["x"]) > 0.5).double().mean())
-                same_share[l] = {k: threshold_for_fraction(gates[l][k](X["x"]), share)
+                same_share[l] = {k: threshold_for_fraction(gates[l][k](X["x"]), routed_train[l])
                                  for k in kinds if k != "linear"}
         y_sel, _, _ = delta_labels(d_sel[l])
         aucs, scores = {}, {}
@@ -495,7 +500,6 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
                 scores[name] = g(Xs[name.split(":")[1] if ":" in name else "x"]).numpy()
                 aucs[name] = bootstrap_auc(scores[name], y_sel.numpy(), window_of, n_boot, seed)
             sel_scores[l] = gates[l]["linear:x"](Xs["x"])
-            routed_train[l] = float((gates[l]["linear:x"](X["x"]) > 0.5).double().mean())
         yl = y_sel.numpy()
         # intervals that hold together over the L layers (Bonferroni), for "any"/"share" claims
         fam = {k: bootstrap_auc(scores[k], yl, window_of, n_boot, seed, family)

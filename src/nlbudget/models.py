@@ -47,6 +47,12 @@ OFFLINE_MODELS = {
 TINY_KINDS = ("gpt2-seq", "neox-seq", "neox-par")
 
 
+def label(name: str) -> str:
+    """How the book names a model on its pages and ledger rows."""
+    return ("SmolLM2-135M-Instruct (de-quantized from Q4_1)" if name == "smollm2-135m"
+            else name)
+
+
 class ModelUnavailable(AssetUnavailable):
     """A model that is neither cached nor reachable; the message names offline alternatives."""
 

@@ -211,7 +211,7 @@ def claim_real_gates(F, S) -> Claim:
         control="a random gated MLP of the same shapes and weight RMS, per layer, same inputs",
         needs="more held-out tokens and random counterparts per layer: the difference is within "
         "its spread over layers",
-        scale=f"SmolLM2-135M-Instruct (de-quantized from Q4_1), {rg['tokens']:,} held-out tokens")
+        scale=f"{models.label('smollm2-135m')}, {rg['tokens']:,} held-out tokens")
 
 
 def claim_symmetry_matters(F, S) -> Claim:

@@ -148,9 +148,7 @@ def _main(F):
 def _scale(F, S):
     name = _main(F)
     rep = F["pretrained"][name]
-    model = ("SmolLM2-135M-Instruct (de-quantized from Q4_1)" if name == "smollm2-135m"
-             else name)
-    return (f"{model}; {rep['fit_tokens']:,} fit tokens, {rep['eval_tokens']:,} eval tokens "
+    return (f"{models.label(name)}; {rep['fit_tokens']:,} fit tokens, {rep['eval_tokens']:,} eval tokens "
             f"of {S['corpus']} (disjoint paragraphs of one shuffled mixture)")
 
 

@@ -179,9 +179,7 @@ def _main(F):
 def _scale(F, S):
     name = _main(F)
     t = F["pretrained"][name]["tokens"]
-    model = ("SmolLM2-135M-Instruct (de-quantized from Q4_1)" if name == "smollm2-135m"
-             else name)
-    return (f"{model} on {S['corpus']}: {t['gate']:,} gate-training, {t['select']:,} held-out "
+    return (f"{models.label(name)} on {S['corpus']}: {t['gate']:,} gate-training, {t['select']:,} held-out "
             f"select, {t['eval']:,} eval tokens")
 
 

@@ -118,10 +118,6 @@ def _scale(F):
                      for m, s in F["setup"].items())
 
 
-def _model_label(m):
-    return "SmolLM2-135M-Instruct (de-quantized from Q4_1)" if m == "smollm2-135m" else m
-
-
 def _pct(x):
     return "n/a" if x is None else f"{x:+.1%}"
 
@@ -135,7 +131,7 @@ def claim_ppl(F, S) -> Claim:
         r = st[MAIN]
         lo, hi = r["vs_lora"]["ppl_ci"]
         decs[m] = needs_seeds(effect(-hi, -lo, what="LoRA − modules PPL change"), 1)
-        texts.append(f"{_model_label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
+        texts.append(f"{models.label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
                      f"({_pct(r['vs_base']['ppl_change'])} vs the frozen base); LoRA "
                      f"{_pct(st['lora']['vs_base']['ppl_change'])}; modules vs LoRA "
                      f"{_pct(r['vs_lora']['ppl_change'])} [{_pct(lo)}, {_pct(hi)}]")
@@ -154,7 +150,7 @@ def claim_lambada(F, S) -> Claim:
     for m, st in F["studies"].items():
         b, r = st["base"], st[MAIN]
         lo, hi = r["vs_lora"]["acc_diff_ci"]
-        t = (f"{_model_label(m)}: {b['accuracy']:.1%} ({b['correct']}/{F['n_items']}) → "
+        t = (f"{models.label(m)}: {b['accuracy']:.1%} ({b['correct']}/{F['n_items']}) → "
              f"{r['accuracy']:.1%}; LoRA {st['lora']['accuracy']:.1%}; modules − LoRA "
              f"{100 * r['vs_lora']['acc_diff']:+.1f} pp")
         if b["correct"] < MIN_CORRECT:
@@ -188,7 +184,7 @@ def claim_skip_by_depth(F, S) -> Claim:
         r_norm = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])[0]
         decs[m] = needs_seeds(effect(lo, hi, what="Spearman ρ"), 1)
         top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
-        texts.append(f"{_model_label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
+        texts.append(f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
                      f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "
                      f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = {r_norm:+.2f}")
     return decided("P4.skip-by-depth", all_of(decs), measured="; ".join(texts),
@@ -213,7 +209,7 @@ def claim_no_kv_overhead(F, S) -> Claim:
             if v != "base":
                 ctrl &= c["reference_max_abs"] > tol
         worst = max(r["cache_check"]["max_abs"] / r["cache_check"]["scale"] for r in st.values())
-        texts.append(f"{_model_label(m)}: cache {base_bytes:,} bytes for every variant: "
+        texts.append(f"{models.label(m)}: cache {base_bytes:,} bytes for every variant: "
                      f"{all(r['cache_check']['bytes'] == base_bytes for r in st.values())}; cached "
                      f"vs uncached logits, worst relative |Δ| {worst:.1e}")
     if not ctrl:
