@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import torch
 
 from nlbudget import assets, corpora
 
@@ -162,15 +163,24 @@ def test_token_windows_reads_a_prefix_only():
     assert corpora.token_windows(text, _CharTokenizer(), 100).shape == (100, 100)
 
 
+class _WordTok:
+    """A toy tokenizer: one id per word (its length)."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [len(w) for w in text.split()] or [0]}
+
+
+def _toy_corpus(n):
+    from nlbudget.corpora import Corpus
+
+    return Corpus("toy", tuple(f"paragraph {i} " + "word " * (3 + i % 5) for i in range(n)),
+                  "0" * 64, "none")
+
+
 def test_mixed_windows_deal_disjoint_paragraphs_from_one_mixture():
-    from nlbudget.corpora import Corpus, describe, mixed_windows
+    from nlbudget.corpora import describe, mixed_windows
 
-    class Tok:
-        def __call__(self, text, add_special_tokens=False):
-            return {"input_ids": [len(w) for w in text.split()] or [0]}
-
-    paras = tuple(f"paragraph {i} " + "word " * (3 + i % 5) for i in range(400))
-    c = Corpus("toy", paras, "0" * 64, "none")
+    Tok, c = _WordTok, _toy_corpus(400)
     spans = mixed_windows(c, Tok(), 8, {"fit": 10, "eval": 5, "gate": 3}, seed=1)
     assert spans["fit"].windows.shape == (10, 8) and spans["eval"].windows.shape == (5, 8)
     sets = [set(s.paragraphs) for s in spans.values()]
@@ -185,3 +195,21 @@ def test_mixed_windows_deal_disjoint_paragraphs_from_one_mixture():
     assert describe(spans)["eval"]["windows"] == 5
     with pytest.raises(ValueError, match="too short"):
         mixed_windows(c, Tok(), 8, {"fit": 10_000}, seed=0)
+
+
+def test_chapter_04_deals_chapter_03s_fit_and_gate_windows_then_the_rest():
+    # chapter 04's fit and gate windows are chapter 03's fit and evaluation windows (so their
+    # measurements are shared); its other ranges come from the paragraphs left
+    from nlbudget.chapters import ch03_linear_surrogates as ch03, ch04_adaptive_gating as ch04
+
+    Tok, c = _WordTok, _toy_corpus(600)
+    S4 = dict(window=8, fit_windows=10, gate_windows=6, select_windows=4, nofly_windows=5,
+              eval_windows=3, seed=2)
+    S3 = dict(window=8, fit_windows=10, eval_windows=6, seed=2)
+    a, b = ch03.windows(S3, c, Tok()), ch04.windows(S4, c, Tok())
+    assert torch.equal(a["fit"].windows, b["fit"].windows)
+    assert torch.equal(a["eval"].windows, b["gate"].windows)
+    sets = [set(s.paragraphs) for s in b.values()]
+    assert sum(map(len, sets)) == len(set().union(*sets))  # still no paragraph in two ranges
+    assert {k: v.windows.shape[0] for k, v in b.items()} == {
+        "fit": 10, "gate": 6, "select": 4, "nofly": 5, "eval": 3}

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import yaml
 
-from nlbudget import book, paths, profiles, results, runner
+from nlbudget import book, incremental, paths, profiles, results, runner
 
 NOTEBOOKS = sorted((paths.repo_root() / "notebooks").glob("*.ipynb"))
 KEYS = runner.available_chapters()
@@ -81,15 +81,26 @@ def test_toc_lists_every_chapter():
 
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory):
+    """Every chapter at smoke, run the way `nlbudget book` runs them (incrementally)."""
     root = tmp_path_factory.mktemp("smoke")
     res, bld = root / "results", root / "build"
-    timings = {}
-    for key in KEYS:
-        t = time.perf_counter()
-        runner.run(key, profile="smoke", seed=0, results_dir=res, build_dir=bld, timeout=600)
-        timings[key] = time.perf_counter() - t
-    print("\nsmoke chapter times (s):", {k: round(v, 1) for k, v in timings.items()})
+    t = time.perf_counter()
+    out = incremental.run_chapters("smoke", 0, res, bld, log=print)
+    assert set(out.values()) == {"ran"}
+    print(f"smoke chapters: {time.perf_counter() - t:.0f} s")
     return res, bld
+
+
+@pytest.mark.notebooks
+def test_rebuild_with_nothing_changed_runs_nothing(smoke):
+    res, bld = smoke
+    lines = []
+    out = incremental.run_chapters("smoke", 0, res, bld, log=lines.append)
+    assert set(out.values()) == {"fresh"}, lines
+    for key in KEYS:  # each real run recorded its phases and its time
+        t = results.read(profiles.chapter(key).stem, "smoke", res)["timings"]
+        assert t["total_s"] > 0 and t["phases"], key
+        assert incremental.estimate(key, "smoke", res, bld) > 0
 
 
 @pytest.mark.notebooks
@@ -198,6 +209,12 @@ def test_book_builds_with_warnings_as_errors(smoke):
         page = (html / "notebooks" / f"{p.stem}.html").read_text()
         assert 'results_dir = "' not in page and "it/s]" not in page, p.stem
     assert "_static/mathjax" in part1  # math is served offline
+    rerun = (html / "rerun.html").read_text()
+    assert "01_gated_mlp_symmetry" in rerun and "all chapters" in rerun  # the timing table
+    lines = []  # nothing changed: the HTML is kept as it is
+    mtime = index.stat().st_mtime
+    assert book.build("smoke", run=False, build_dir=bld, results_dir=res, log=lines.append) == index
+    assert index.stat().st_mtime == mtime and "no page changed" in lines[-1]
 
 
 # ---------------------------------------------------------------- bad parameters

@@ -7,12 +7,14 @@ and `ledger.md`, generated from the results files.
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from . import paths, profiles, results, runner
+from . import incremental, paths, profiles, results, runner
 
 PART_TITLES = {
     "I": "Part I — Gated MLPs as symmetry-broken bilinear attention",
@@ -127,49 +129,116 @@ def ledger_text(profile: str, results_dir: Path | None = None) -> str:
     return "\n".join(out)
 
 
-def stage(profile: str, build_dir: Path | None = None, results_dir: Path | None = None) -> Path:
+def timings_markdown(profile: str, results_dir: Path | None = None,
+                     build_dir: Path | None = None, top: int = 4) -> str:
+    """The "how long it takes" table of the rerun page, from the results files' recorded
+    timings (each chapter's total, and its longest top-level phases)."""
+    lines = [f"| chapter | minutes at `{profile}` | where the time goes (longest phases, s) |",
+             "|---|---:|---|"]
+    total = 0.0
+    for key in incremental.run_order():
+        stem = profiles.chapter(key).stem
+        try:
+            t = results.read(stem, profile, results_dir)["timings"]
+        except (FileNotFoundError, KeyError):
+            lines.append(f"| {stem} | — | not run |")
+            continue
+        total += t["total_s"]
+        phases = sorted(((v, k) for k, v in t["phases"].items() if "/" not in k), reverse=True)
+        lines.append(f"| {stem} | {t['total_s'] / 60:.1f} | "
+                     + ", ".join(f"`{k}` {v:.0f}" for v, k in phases[:top]) + " |")
+    lines.append(f"| **all chapters** | **{total / 60:.1f}** | in the order the build runs them |")
+    return "\n".join(lines) + "\n"
+
+
+def _sync(files: dict[str, bytes], site: Path) -> list[str]:
+    """Make `site` hold exactly `files` (relative path -> content), leaving its `_build`
+    alone and every unchanged file untouched (so Sphinx sees it as unchanged). Returns the
+    paths written or removed."""
+    changed = []
+    for rel, data in files.items():
+        p = site / rel
+        if p.is_file() and p.read_bytes() == data:
+            continue
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        changed.append(rel)
+    for p in sorted(site.rglob("*"), reverse=True):
+        rel = p.relative_to(site).as_posix()
+        if rel == "_build" or rel.startswith("_build/"):
+            continue
+        if p.is_file() and rel not in files:
+            p.unlink()
+            changed.append(rel)
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+    return changed
+
+
+def stage(profile: str, build_dir: Path | None = None,
+          results_dir: Path | None = None) -> tuple[Path, list[str]]:
+    """Stage the book's sources in `<build>/<profile>/site/`: the pages of `book/`, the
+    executed chapters under `notebooks/`, the generated ledger page and its figure.
+    Returns the folder and the staged files that changed since the last staging."""
     build = Path(build_dir or paths.build_dir()) / profile
     site = build / "site"
-    if site.exists():
-        shutil.rmtree(site)
-    shutil.copytree(paths.repo_root() / "book", site,
-                    ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
-    (site / "notebooks").mkdir()
+    files: dict[str, bytes] = {}
+    src = paths.repo_root() / "book"
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src).as_posix()
+        if p.is_file() and not rel.startswith(("_build/", ".ipynb_checkpoints")):
+            files[rel] = p.read_bytes()
     for key in runner.available_chapters():
         stem = profiles.chapter(key).stem
         executed = build / "chapters" / f"{stem}.ipynb"
         if not executed.is_file():
             raise FileNotFoundError(f"chapter {stem} has not been executed at profile {profile!r} "
                                     f"({executed}); run `nlbudget run {key} --profile {profile}`")
-        shutil.copy2(executed, site / "notebooks" / executed.name)
+        files[f"notebooks/{executed.name}"] = executed.read_bytes()
     import matplotlib
 
     matplotlib.use("Agg")
     from . import plots
 
     plots.use_style()
-    fig = plots.ledger_overview(results.ledger(profile, results_dir), PART_TITLES)
-    fig.savefig(site / "ledger_overview.png")
-    (site / "ledger.md").write_text(ledger_markdown(profile, results_dir, "ledger_overview.png"),
-                                    encoding="utf-8")
-    return site
+    rows = results.ledger(profile, results_dir)
+    fig = plots.ledger_overview(rows, PART_TITLES)
+    buf = io.BytesIO()
+    # no timestamp in the PNG, so an unchanged ledger stages an unchanged file
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    files["ledger_overview.png"] = buf.getvalue()
+    files["ledger.md"] = ledger_markdown(profile, results_dir, "ledger_overview.png").encode()
+    files["timings.md"] = timings_markdown(profile, results_dir, build_dir).encode()
+    site.mkdir(parents=True, exist_ok=True)
+    return site, _sync(files, site)
 
 
 def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
-          results_dir: Path | None = None, seed: int = 0) -> Path:
-    """Run every chapter (unless `run=False`), stage, and build the HTML book with warnings
-    as errors. Returns the path of `index.html`."""
+          results_dir: Path | None = None, seed: int = 0, force: bool = False,
+          log=print) -> Path:
+    """Run the chapters that are not fresh (every chapter with `force`; none with
+    `run=False`), stage, and build the HTML book with warnings as errors — incrementally:
+    Sphinx rereads only the pages whose staged source changed, and nothing at all when no
+    page changed. Returns the path of `index.html`."""
     if run:
-        for key in runner.available_chapters():
-            print(f"[nlbudget] running chapter {key} at profile {profile}", flush=True)
-            runner.run(key, profile=profile, seed=seed, results_dir=results_dir,
-                       build_dir=build_dir)
-    site = stage(profile, build_dir, results_dir)
+        incremental.run_chapters(profile, seed, results_dir, build_dir, force=force, log=log)
+    site, changed = stage(profile, build_dir, results_dir)
+    index = site / "_build" / "html" / "index.html"
+    if not changed and index.is_file() and not force:
+        log("[nlbudget] book: no page changed, HTML kept")
+        return index
+    t = time.perf_counter()
+    log(f"[nlbudget] book: building HTML ({len(changed) if changed else 'all'} "
+        f"changed source file(s))")
+    if force:
+        shutil.rmtree(site / "_build", ignore_errors=True)
     jb = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(site), "--builder", "html",
            "-W", "-n", "--keep-going", "--quiet"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
+        shutil.rmtree(site / "_build", ignore_errors=True)  # the next build starts clean
         raise RuntimeError(f"jupyter-book build failed (exit {r.returncode}):\n"
                            f"{r.stdout[-6000:]}\n{r.stderr[-6000:]}")
-    return site / "_build" / "html" / "index.html"
+    log(f"[nlbudget] book: HTML built in {time.perf_counter() - t:.0f} s")
+    return index

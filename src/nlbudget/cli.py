@@ -26,8 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute one chapter with papermill")
     r.add_argument("chapter", help="chapter number, e.g. 01")
-    b = sub.add_parser("book", help="run every chapter, then build the book")
+    b = sub.add_parser("book", help="run the chapters whose inputs changed (all with --force), "
+                       "then build the book")
     b.add_argument("--no-run", action="store_true", help="reuse executed chapters")
+    b.add_argument("--force", action="store_true",
+                   help="rerun every chapter and rebuild every page, fresh or not")
     for p in (r, b):
         p.add_argument("--profile", default="ci", help=f"one of {', '.join(profiles.PROFILES)}")
         p.add_argument("--seed", default="0", help="a non-negative integer")
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ParameterError(f"unknown profile {args.profile!r}; valid profiles: "
                                      f"{', '.join(profiles.PROFILES)}")
             index = build(args.profile, run=not args.no_run, build_dir=args.build_dir,
-                          results_dir=args.results_dir, seed=profiles.parse_seed(args.seed))
+                          results_dir=args.results_dir, seed=profiles.parse_seed(args.seed),
+                          force=args.force)
             print(f"book: {index}")
         elif args.cmd == "ledger":
             from .book import ledger_markdown, ledger_text

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from . import timing
 from . import paths
 from .assets import AssetUnavailable, apt_download, pip_download, sha256, verify
 from .results import atomic_write_text
@@ -221,6 +222,7 @@ def fetch(name: str, cache: Path | None = None) -> Path:
     return target
 
 
+@timing.timed("corpora.load")
 def load(name: str, cache: Path | None = None) -> Corpus:
     """The corpus, from the cache (checksum verified), fetching it the first time."""
     if name in HUB_CORPORA:
@@ -240,24 +242,44 @@ HUB_CORPORA = {
 }
 
 
+def hub_mirror(name: str) -> Path | None:
+    """A local copy of a hub corpus saved with `datasets`' `save_to_disk` under
+    `$NLBUDGET_HUB_DATASETS/<repo>/<config>` (copied from a machine with the hub, or a
+    stand-in: `nlbudget.standins`), if there is one."""
+    root = os.environ.get("NLBUDGET_HUB_DATASETS")
+    if not root:
+        return None
+    repo, config, _ = HUB_CORPORA[name]
+    d = Path(root) / repo / config
+    return d if d.is_dir() else None
+
+
 def load_hub(name: str) -> Corpus:
-    """WikiText-103 or LAMBADA through `datasets` (the papers' corpora). Fails within seconds
-    when the hub cannot be reached and the dataset is not cached."""
+    """WikiText-103 or LAMBADA through `datasets` (the papers' corpora): a local mirror
+    (`hub_mirror`) first, else the hub. Fails within seconds when neither can be had."""
+    import hashlib
+
     from .models import hub_reachable
 
     repo, config, licence = HUB_CORPORA[name]
-    if not hub_reachable() and os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):
-        raise CorpusUnavailable(f"{name!r} needs the Hugging Face hub, which cannot be reached; "
+    mirror = hub_mirror(name)
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "")  # datasets' own cache
+    if mirror is None and not offline and not hub_reachable():
+        raise CorpusUnavailable(f"{name!r} needs the Hugging Face hub, which cannot be reached, "
+                                f"or a local copy under NLBUDGET_HUB_DATASETS/{repo}/{config}; "
                                 f"offline corpora: {', '.join(SOURCES)}")
     import datasets
 
-    ds = datasets.load_dataset(repo, config)
+    ds = (datasets.load_from_disk(str(mirror)) if mirror is not None
+          else datasets.load_dataset(repo, config))
     if name == "lambada":  # test split only; one passage per paragraph
         paras = [t for t in ds["test"]["text"]]
-        return Corpus(name, tuple(paras), "hub", licence)
-    paras = [t.strip() for s in ("train", "validation", "test") for t in ds[s]["text"]
-             if t.strip() and not t.strip().startswith("=")]
-    return Corpus(name, tuple(paras), "hub", licence)
+    else:
+        paras = [t.strip() for s in ("train", "validation", "test") for t in ds[s]["text"]
+                 if t.strip() and not t.strip().startswith("=")]
+    # the content's digest: checkpoints and tokenizers trained on it are cached under it
+    digest = hashlib.sha256("\n\n".join(paras).encode("utf-8")).hexdigest()
+    return Corpus(name, tuple(paras), digest, licence)
 
 
 # ------------------------------------------------------------------ LAMBADA-style last words
@@ -343,6 +365,7 @@ def lambada_items(passages: list[str]) -> list[dict]:
     return items
 
 
+@timing.timed("corpora.token_windows")
 def token_windows(text: str, tokenizer, length: int, n_windows: int | None = None):
     """Non-overlapping windows of `length` token ids from the start of `text`: (N, length).
     No BOS is added: position 0 is whatever token starts the window."""
@@ -402,13 +425,15 @@ def describe(spans: dict) -> dict:
                 "paragraphs": v.paragraphs, "sample": v.sample} for k, v in spans.items()}
 
 
+@timing.timed("corpora.mixed_windows")
 def mixed_windows(corpus: Corpus, tokenizer, length: int, counts: dict[str, int], seed: int,
-                  split: str = "train") -> dict[str, MixedSpan]:
+                  split: str = "train", exclude=()) -> dict[str, MixedSpan]:
     """Named ranges of windows (fit, gate, select, eval, …) drawn from one mixture of
     documents: the split's paragraphs are shuffled (seeded) and dealt, one whole paragraph at a
     time, to the range that is furthest from its token count, so every range samples the same
     mixture and no paragraph is in two ranges. Paragraphs are joined by a blank line within a
-    range, then cut into non-overlapping windows of `length`."""
+    range, then cut into non-overlapping windows of `length`. Paragraphs in `exclude` (their
+    indices in the split, e.g. those a first call took) are never dealt."""
     import numpy as np
     import torch
 
@@ -418,7 +443,10 @@ def mixed_windows(corpus: Corpus, tokenizer, length: int, counts: dict[str, int]
     ids = {k: [] for k in counts}
     taken = {k: [] for k in counts}
     sep = tokenizer("\n\n", add_special_tokens=False)["input_ids"]
+    skip = set(exclude)
     for i in order:
+        if int(i) in skip:
+            continue
         open_ = [k for k in counts if len(ids[k]) < need[k]]
         if not open_:
             break

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import timing
 from . import stats
 
 #: Gate kinds. linear: P3's d+1 logistic gate (required: routing and compound gating use
@@ -427,6 +428,7 @@ def delta_summary(delta: torch.Tensor) -> dict:
                 / d.clamp(min=0).sum().clamp(min=1e-12))}
 
 
+@timing.timed("gating.gating_report")
 def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows: torch.Tensor,
                   eval_windows: torch.Tensor, kinds=GATE_KINDS, curve_layers=(),
                   probe_layers=None, fractions=(0.1, 0.25, 0.75, 0.9), compound_grid=None,
@@ -457,17 +459,25 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     probe_layers = range(L) if probe_layers is None else probe_layers
     lin = {l: S.KeepFirst(mlp[l], fits[l]) for l in range(L)}
     n_gate = gate_windows.shape[0]
+    lap = timing.laps()
     both = torch.cat([gate_windows, select_windows])
 
-    # 1. δ on the training and selection windows, in one sweep
-    sw = S.linearization_sweep(model, both, {"linear": lin}, batch_size, progress)
+    # 1. δ on the training and selection windows (a sweep of each: the training windows'
+    #    may be read back from chapter 03's measurement of the same windows, `memo`)
+    parts_ = [S.linearization_sweep(model, w, {"linear": lin}, batch_size, progress)
+              for w in (gate_windows, select_windows)]
+    sw = S.Sweep(torch.cat([p.baseline for p in parts_]),
+                 {"linear": {l: torch.cat([p.linear["linear"][l] for p in parts_])
+                             for l in range(L)}})
     d_all = _deltas(sw, "linear")
     d_gate = {l: d[:n_gate] for l, d in d_all.items()}
     d_sel = {l: d[n_gate:] for l, d in d_all.items()}
     all_linear = {l: (sw.cost("linear", l),
                       S.bootstrap_cost(sw.baseline, sw.linear["linear"][l], n_boot, seed))
                   for l in range(L)}
+    lap("delta sweep")
     acts = activations(model, both, batch_size)
+    lap("activations")
 
     def parts(acts, l, rows):
         r = _rows(acts["r"][l][rows])
@@ -523,6 +533,7 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
             per_layer[-1]["thresholds"] = {
                 f: threshold_for_fraction(gates[l]["linear:x"](X["x"]), f) for f in fractions}
     del acts
+    lap("gates and AUCs")
 
     # 2. evaluation: one sweep, every variant sharing the unchanged prefix
     def hybrid(l, kind="linear:x", thr=0.5):
@@ -541,6 +552,7 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
         if k != "linear":
             variants[k] = {l: hybrid(l, k, thr=same_share[l][k]) for l in curve_layers}
     ev = S.linearization_sweep(model, eval_windows, variants, batch_size, progress)
+    lap("eval sweep")
 
     def result(v, l):
         return {"cost": ev.cost(v, l), "routed": variants[v][l].fraction,
@@ -569,6 +581,7 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
             row["kinds"] = {"linear": row["gate"],
                             **{k: result(k, l) for k in kinds if k != "linear"}}
 
+    lap("eval intervals")
     # 3. compound gating
     comp = {l: hybrid(l) for l in range(L)}
     fl = flops_per_token(model, eval_windows.shape[1])
@@ -589,6 +602,7 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     k_star = max(under) if under else 0
     held_out = {k: compound(model, eval_windows, {l: comp[l] for l in order[:k]}, batch_size,
                             ev.baseline, n_boot, seed) for k in grid}
+    lap("compound")
     chosen = held_out.get(k_star, {"cost": 0.0, "ci": (0.0, 0.0), "routed": {}})
     return {
         "n_layers": L, "baseline_ppl": S.perplexity(ev.baseline),
@@ -665,6 +679,7 @@ def compound(model, windows: torch.Tensor, hybrids: dict[int, HybridMLP], batch_
             "routed": {l: h.fraction for l, h in hybrids.items()}, "layers": sorted(hybrids)}
 
 
+@timing.timed("gating.nofly_study")
 def nofly_study(model, module: nn.Module, layer: int, sets: dict[str, torch.Tensor],
                 batch_size: int = 8, min_obs: int = 10, tokenizer=None, progress=None) -> dict:
     """P3 §4.3 at one layer: δ per token on several sets of windows (the first builds the

@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 
 import torch
 
+from . import timing
 from . import paths
 from .assets import AssetUnavailable, pip_download, sha256, verify
 
@@ -125,6 +126,7 @@ def _dequantized(gguf: Path, d: Path | None = None):
     return model
 
 
+@timing.timed("models.load")
 def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = None):
     """Return `(model, tokenizer)` for an offline model name, a local directory or a hub id.
     The model is in eval mode, on the CPU, in `dtype`."""

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import timing
 from . import stats
 from .capture import blocks, layout
 
@@ -290,6 +291,7 @@ def skip_use(model, windows: torch.Tensor, batch_size: int = 8) -> list[dict]:
 
 
 @torch.no_grad()
+@timing.timed("preprojection.skip_ablation")
 def skip_ablation(model, windows: torch.Tensor, batch_size: int = 8, n_boot: int = 1000,
                   seed: int = 0) -> list[dict]:
     """How much each layer *uses* its content skip: the relative perplexity change when that
@@ -324,6 +326,7 @@ def cache_tensors(model, ids: torch.Tensor, new_tokens: int = 4) -> list[tuple]:
 
 
 @torch.no_grad()
+@timing.timed("preprojection.cached_vs_uncached")
 def cached_vs_uncached(model, ids: torch.Tensor, new_tokens: int = 4, reference=None) -> dict:
     """Greedy decoding with the K/V cache against one uncached forward pass over the decoded
     sequence: the largest |Δ| of the next-token logits at every decoded step, relative to
@@ -364,6 +367,7 @@ def _generate_seconds(model, ids: torch.Tensor, new_tokens: int) -> float:
     return time.perf_counter() - t0
 
 
+@timing.timed("preprojection.decode_seconds")
 def decode_seconds(models: dict, batch: int, prompt: int, new_tokens: int, reps: int = 3,
                    vocab: int = 1000, seed: int = 0) -> dict:
     """Seconds per decoded token with the K/V cache (greedy) for each of `models` (name →
@@ -432,14 +436,16 @@ def bootstrap_paired(base: torch.Tensor, new: torch.Tensor, stat: str = "ratio",
 # ------------------------------------------------------------------ the frozen-probe study
 
 
+@timing.timed("preprojection.probe_study")
 def probe_study(model, budget: Budget, train_windows: torch.Tensor, eval_windows: torch.Tensor,
                 items: list[tuple[list, list]], steps: int, batch_size: int, lr: float,
                 variants=VARIANTS, seed: int = 0, n_boot: int = 1000, eval_batch: int = 8,
-                progress=None) -> dict:
+                progress=None, ablation_windows: int | None = None) -> dict:
     """Train every variant as a frozen probe on the same batches (same seed), then measure
     held-out perplexity and last-word accuracy, relative to the frozen base with paired
-    bootstrap intervals; the skip's use per layer; and the K/V cache against the base's.
-    Returns {variant: record}."""
+    bootstrap intervals; the skip's use per layer (its ablation, layer by layer, on the first
+    `ablation_windows` evaluation windows: all by default); and the K/V cache against the
+    base's. Returns {variant: record}."""
     from .surrogates import bootstrap_cost, eval_nll, perplexity
 
     probe_ids = eval_windows[:2, : min(16, eval_windows.shape[1])]
@@ -447,14 +453,18 @@ def probe_study(model, budget: Budget, train_windows: torch.Tensor, eval_windows
     with torch.no_grad():
         base_logits = model(input_ids=eval_windows[:2]).logits
     out, kept = {}, {}
+    lap = timing.laps()
     for v in variants:
         m = variant_model(model, v, budget, seed)
         with torch.no_grad():
             step0 = torch.equal(m(input_ids=eval_windows[:2]).logits, base_logits)
         losses = train_probe(m, train_windows, steps, batch_size, lr, seed, progress) \
             if v != "base" else []
+        lap("train probes")
         nll = eval_nll(m, eval_windows, eval_batch)
+        lap("perplexity")
         hit = last_word_eval(m, items, eval_batch)["correct"].float()
+        lap("last word")
         cache = cache_tensors(m, probe_ids)
         check = cached_vs_uncached(m, probe_ids, reference=model if v != "base" else None)
         out[v] = {"trainable": trainable(m), "sizes": budget.sizes(v),
@@ -466,7 +476,9 @@ def probe_study(model, budget: Budget, train_windows: torch.Tensor, eval_windows
         if probes(m) and probes(m)[0].skip is not None:
             out[v]["skip_use"] = skip_use(m, eval_windows, eval_batch)
             if v == "pre+skip":  # the paper's setting: use measured by ablation, layer by layer
-                out[v]["skip_ablation"] = skip_ablation(m, eval_windows, eval_batch, n_boot, seed)
+                out[v]["skip_ablation"] = skip_ablation(m, eval_windows[:ablation_windows],
+                                                        eval_batch, n_boot, seed)
+        lap("cache and skip checks")
         kept[v] = (nll, hit)
         del m
     for ref in ("base", "lora"):  # every variant against the frozen base, and against LoRA

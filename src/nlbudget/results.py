@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from . import paths
+from . import paths, timing
 
 from .claims import KINDS, VERDICTS, Claim  # noqa: F401  (the ledger's vocabulary)
 
@@ -93,6 +93,7 @@ def write_chapter(settings: dict, figures: dict, claims: list[Claim],
         "figures": round_floats(figures),
         "claims": [c.as_dict() for c in claims],
         "environment": environment(),
+        "timings": timing.timings(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     text = json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"

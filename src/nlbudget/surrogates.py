@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import timing
 from . import stats
 from .capture import blocks, layout, mlps
 
@@ -135,6 +136,11 @@ def _batches(windows: torch.Tensor, batch_size: int):
         yield slice(i, i + batch_size), windows[i:i + batch_size]
 
 
+#: Replacement modules that are pure functions of their weights: their sweeps can be shared.
+def _memoizable(m: nn.Module) -> bool:
+    return isinstance(m, (LinearSurrogate, KeepFirst, Ablated))
+
+
 @torch.no_grad()
 def linearization_sweep(model, windows: torch.Tensor, variants: dict[str, dict[int, nn.Module]],
                         batch_size: int = 8, progress=None) -> Sweep:
@@ -143,7 +149,43 @@ def linearization_sweep(model, windows: torch.Tensor, variants: dict[str, dict[i
     The prefix is shared: per batch, the unchanged residual stream h_l entering block l is
     computed once; each swapped run starts from it. Cost ≈ L²/2 + L blocks per batch instead
     of L² for separate full passes (plus one LM head per run in both cases).
+
+    Losses of deterministic replacements (ridge surrogates, KeepFirst, ablation) are shared
+    through `memo`: a (model, windows, layer, module) measured before — by this chapter or
+    another — is read back, not recomputed.
     """
+    from . import memo
+
+    N, T = windows.shape
+    keys, got = {}, {}
+    if memo.enabled():
+        mk = memo.model_key(model)
+        keys["base"] = memo.key("sweep-base", mk, windows, batch_size)
+        for v, mods in variants.items():
+            for l, m in mods.items():
+                if _memoizable(m):
+                    keys[(v, l)] = memo.key("sweep", mk, windows, batch_size, l, m)
+        got = {k: t for k, kk in keys.items() if (t := memo.get("sweep", kk)) is not None}
+    todo = {v: {l: m for l, m in mods.items() if (v, l) not in got}
+            for v, mods in variants.items()}
+    todo = {v: mods for v, mods in todo.items() if mods}
+    if todo or "base" not in got:
+        sw = _sweep(model, windows, todo, batch_size, progress)
+        for k, kk in keys.items():
+            t = sw.baseline if k == "base" else sw.linear.get(k[0], {}).get(k[1])
+            if t is not None and k not in got:
+                memo.put("sweep", kk, t)
+        base, computed = sw.baseline, sw.linear
+    else:
+        base, computed = got["base"], {}
+        if progress is not None:
+            progress.update(N)
+    out = {v: {l: got[(v, l)] if (v, l) in got else computed[v][l] for l in mods}
+           for v, mods in variants.items()}
+    return Sweep(base, out)
+
+
+def _sweep(model, windows, variants, batch_size, progress) -> Sweep:
     lay, bl = layout(model), blocks(model)
     N, T = windows.shape
     base = torch.empty(N, T - 1)
@@ -200,13 +242,21 @@ class Ablated(nn.Module):
         return torch.zeros_like(x)
 
 
+@timing.timed("surrogates.fit_layers")
 def fit_layers(model, windows: torch.Tensor, layers=None, batch_size: int = 8,
                skip_first: bool = False, dtype: torch.dtype = torch.float32):
     """Capture every chosen MLP's input/output over `windows` in one sweep and fit a ridge
     surrogate per layer. With `skip_first`, position 0 is left out of the fit.
     Returns ({layer: LinearSurrogate}, {layer: R² on the fit data})."""
+    from . import memo
     from .capture import MLPCapture
 
+    mk = memo.key("fit", memo.model_key(model), windows, layers, batch_size, skip_first, dtype,
+                  RIDGE_LAMBDA) if memo.enabled() else None
+    hit = memo.get("fit", mk) if mk else None
+    if hit is not None:
+        return ({l: LinearSurrogate(W, b) for l, (W, b) in hit["fits"].items()},
+                hit["r2"])
     keep = None
     if skip_first:
         keep = torch.ones(windows.shape, dtype=torch.bool)
@@ -221,9 +271,12 @@ def fit_layers(model, windows: torch.Tensor, layers=None, batch_size: int = 8,
         X, Y = cap[f"layers.{l}.mlp.in"], cap[f"layers.{l}.mlp.out"]
         fits[l] = fit_ridge(X, Y, dtype=dtype)
         r2[l] = r_squared(fits[l], X, Y)
+    if mk:
+        memo.put("fit", mk, {"fits": {l: (f.W, f.b) for l, f in fits.items()}, "r2": r2})
     return fits, r2
 
 
+@timing.timed("surrogates.progressive_linearization")
 def progressive_linearization(model, order: list[int], fit_windows: torch.Tensor,
                               train_stream: torch.Tensor, val_windows: torch.Tensor,
                               steps_per_stage: int, final_steps: int, lr: float,
@@ -288,6 +341,7 @@ def first_position_ratio(model, windows: torch.Tensor) -> list[float]:
     return out
 
 
+@timing.timed("surrogates.linearization_report")
 def linearization_report(model, fit_windows: torch.Tensor, eval_windows: torch.Tensor,
                          batch_size: int, n_boot: int, seed: int, progress=None) -> dict:
     """Everything Part II.a measures on one model: R² of each layer's ridge fit, the cost
@@ -327,6 +381,7 @@ def linearization_report(model, fit_windows: torch.Tensor, eval_windows: torch.T
     return report
 
 
+@timing.timed("surrogates.ablation_cost")
 def ablation_cost(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
     """Validation perplexity with every MLP intact and with every MLP zeroed."""
     base = perplexity(eval_nll(model, windows, batch_size))
@@ -357,6 +412,7 @@ class SoftGatedMLP(nn.Module):
         return g * self.mlp(x) + (1 - g) * self.surrogate(x)
 
 
+@timing.timed("surrogates.two_phase_linearization")
 def two_phase_linearization(model, layers: list[int], fit_windows: torch.Tensor,
                             train_stream: torch.Tensor, val_windows: torch.Tensor,
                             phase1_steps: int, phase2_steps: int, lr: float, gate_lr: float,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from . import timing
 from . import models, paths
 from .corpora import Corpus
 from .results import atomic_write_text
@@ -26,8 +27,8 @@ from .results import atomic_write_text
 PAIR = {
     "smoke": dict(pair_layers=3, pair_d_model=64, pair_context=64, pair_batch=8,
                   pair_vocab=512, pair_steps=10, pair_eval_windows=8),
-    "ci": dict(pair_layers=6, pair_d_model=128, pair_context=128, pair_batch=16,
-               pair_vocab=4096, pair_steps=500, pair_eval_windows=128),
+    "ci": dict(pair_layers=4, pair_d_model=96, pair_context=128, pair_batch=12,
+               pair_vocab=4096, pair_steps=300, pair_eval_windows=128),
     "paper": dict(pair_layers=6, pair_d_model=256, pair_context=256, pair_batch=32,
                   pair_vocab=8192, pair_steps=4000, pair_eval_windows=256),
 }
@@ -63,6 +64,7 @@ def pair_config(kind: str, settings: dict) -> TrainConfig:
                        warmup=max(1, steps // 10), seed=settings["seed"])
 
 
+@timing.timed("training.train_tokenizer")
 def train_tokenizer(corpus: Corpus, vocab_size: int = 8192, cache: Path | None = None):
     """A byte-level BPE trained on the corpus's train split (cached)."""
     from tokenizers import Tokenizer, decoders, models as tm, pre_tokenizers, trainers
@@ -82,6 +84,7 @@ def train_tokenizer(corpus: Corpus, vocab_size: int = 8192, cache: Path | None =
     return fast
 
 
+@timing.timed("training.encode")
 def encode(corpus: Corpus, tokenizer, split: str) -> torch.Tensor:
     """The split as one stream of token ids (paragraphs joined by blank lines)."""
     ids = tokenizer(corpus.text(split), add_special_tokens=False,
@@ -116,6 +119,7 @@ def cosine_schedule(optimizer, warmup: int, total: int, floor: float = 0.1):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, f)
 
 
+@timing.timed("training.train")
 def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=None,
           stream: torch.Tensor | None = None):
     """Train from scratch with a fixed step budget; returns (model, log). `prepare(model)`,
@@ -144,6 +148,7 @@ def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=No
     return model.eval(), log
 
 
+@timing.timed("training.train_or_load")
 def train_or_load(cfg: TrainConfig, corpus: Corpus, tokenizer, cache: Path | None = None,
                   progress=None):
     """The cached checkpoint for `cfg` on `corpus`, training it first if absent."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 import torch
+from . import timing
 
 # ------------------------------------------------------------------ targets
 
@@ -304,6 +305,7 @@ def accuracy(model: FrozenTransformer, ids: torch.Tensor, y: torch.Tensor) -> fl
     return float((model(ids).argmax(-1) == y.long()).float().mean())
 
 
+@timing.timed("universal.random_universality")
 def random_universality(target: AttentionOnly, m: int, steps: int, seed: int = 0,
                         degenerate: bool = False, n_train: int = 256, length: int = 8,
                         lr: float = 1e-2) -> dict:

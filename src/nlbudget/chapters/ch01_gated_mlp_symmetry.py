@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import timing
 from .. import bilinear, symbolic
 from ..claims import Claim, derivation, decided
 
@@ -50,6 +51,7 @@ def alphas(n_alpha: int) -> np.ndarray:
     return np.concatenate([-grid[::-1], grid])
 
 
+@timing.timed("numerical_checks")
 def numerical_checks(S: dict) -> dict:
     """The statements on torch modules in float64: relative output change of random gated and
     symmetric MLPs under exchange and inverse scaling; the reductions of §4 (each against an

@@ -13,12 +13,16 @@ import numpy as np
 import torch
 from tqdm.std import tqdm
 
+from .. import timing
 from .. import bilinear, capture, corpora, models, results, stats, surrogates, symmetry, training
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Decision, decided, effect,
                       needs_seeds)
 
 KEY, STEM, PART = "02", "02_does_symmetry_matter", "I"
 TITLE = "Does breaking the exchange symmetry matter?"
+#: Chapters whose results this one reads (chapter 03's linearization costs, for an overlay):
+#: the build runs them first, and reruns this chapter when their results change.
+READS = ("03",)
 _ALL = ("standard-gelu,symmetric-silu,gated-silu,gated-gelu,gated-relu,bilinear,rank2-silu,"
         "rank4-silu")
 SETTINGS = {
@@ -27,7 +31,7 @@ SETTINGS = {
                   lm_eval_windows=4, mod_p=11, mod_d=16, mod_steps=30, mod_seeds=2,
                   gate_windows=2, window=64),
     "ci": dict(variants=_ALL, seeds=3, lm_layers=2, lm_d_model=64, lm_context=64, lm_batch=16,
-               lm_vocab=2048, lm_steps=250, lm_eval_windows=64, mod_p=23, mod_d=32,
+               lm_vocab=2048, lm_steps=150, lm_eval_windows=64, mod_p=23, mod_d=32,
                mod_steps=1500, mod_seeds=5, gate_windows=16, window=256),
     "paper": dict(variants=_ALL, seeds=5, lm_layers=6, lm_d_model=256, lm_context=256,
                   lm_batch=32, lm_vocab=8192, lm_steps=3000, lm_eval_windows=256, mod_p=97,
@@ -50,6 +54,7 @@ def param_table(S: dict) -> dict:
             for v in S["variants"].split(",")}
 
 
+@timing.timed("language_modelling")
 def language_modelling(S: dict, text) -> dict:
     """Validation perplexity of each form, per seed; every form sees a seed's batches."""
     variants, seeds = S["variants"].split(","), [S["seed"] + i for i in range(S["seeds"])]
@@ -71,6 +76,7 @@ def language_modelling(S: dict, text) -> dict:
     return out
 
 
+@timing.timed("modular_addition")
 def modular_addition(S: dict) -> dict:
     """Test and train accuracy of one MLP of each form on (a + b) mod p, per seed."""
     P, D = S["mod_p"], S["mod_d"]
@@ -81,6 +87,7 @@ def modular_addition(S: dict) -> dict:
             for v, rs in runs.items()}
 
 
+@timing.timed("real_gates")
 def real_gates(S: dict, text) -> dict:
     """Per SmolLM2 layer, on held-out inputs (position 0 left out): the relative output change
     under gate↔up exchange and inverse scaling, for the trained MLP and for a random gated MLP

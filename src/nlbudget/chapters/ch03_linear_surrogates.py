@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from tqdm.std import tqdm
 
+from .. import timing
 from .. import corpora, models, paths, stats, surrogates, training
 from ..claims import (INCONCLUSIVE, NOT_RUN, Claim, any_of, decided, effect, needs_seeds,
                       share_of)
@@ -23,9 +24,10 @@ SETTINGS = {
     "smoke": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16", window=32,
                   fit_windows=8, eval_windows=4, batch_size=4, **training.PAIR["smoke"],
                   ft_steps=2, ft_lr=1e-4, n_boot=100),
+    # eval_windows = chapter 04's gate_windows: the same windows, measured once (`memo`)
     "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16", window=256,
-               fit_windows=40, eval_windows=32, batch_size=8, **training.PAIR["ci"],
-               ft_steps=40, ft_lr=1e-4, n_boot=1000),
+               fit_windows=40, eval_windows=8, batch_size=8, **training.PAIR["ci"],
+               ft_steps=15, ft_lr=1e-4, n_boot=1000),
     "paper": dict(models=_PAPER_MODELS, corpus="wikitext-103", dtype="float32", window=512,
                   fit_windows=20, eval_windows=100, batch_size=8, **training.PAIR["paper"],
                   ft_steps=200, ft_lr=1e-4, n_boot=10000),
@@ -47,11 +49,14 @@ REFERENCE = "data/reference/p3_all_linear_costs.csv"
 
 def windows(S: dict, text, tok) -> dict:
     """Fit and evaluation windows for a pretrained model, from one mixture of the corpus's
-    documents (shuffled paragraphs of its train split, dealt to disjoint ranges)."""
+    documents (shuffled paragraphs of its train split, dealt to disjoint ranges). Chapter 04
+    deals its fit and gate-training windows by this same call, so with the same counts its
+    ridge fits and per-token losses are this chapter's, read back rather than recomputed."""
     return corpora.mixed_windows(text, tok, S["window"], {"fit": S["fit_windows"],
                                                           "eval": S["eval_windows"]}, S["seed"])
 
 
+@timing.timed("pretrained")
 def pretrained(S: dict, text, progress=True) -> dict:
     """`surrogates.linearization_report` for each pretrained model of the profile."""
     import torch
@@ -81,6 +86,7 @@ def pair_data(S: dict, text) -> dict:
             "eval": training.encode(text, tok, "validation")[: S["pair_eval_windows"] * C].view(-1, C)}
 
 
+@timing.timed("pair")
 def pair(S: dict, text, data: dict) -> tuple[dict, dict]:
     """Train (or load) the matched pair; MLP ablation and the linearization report of each.
     Returns (figures, models)."""
@@ -100,6 +106,7 @@ def pair(S: dict, text, data: dict) -> tuple[dict, dict]:
     return out, trained
 
 
+@timing.timed("progressive")
 def progressive(S: dict, data: dict, pair_models: dict) -> dict:
     """P3 §5: centre-out progressive linearization of the middle layers, and the same schedule
     without linearizing (the equal-compute control: same steps, optimiser and batches)."""

@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from tqdm.std import tqdm
 
+from .. import timing
 from .. import corpora, models, paths, stats, surrogates, training
 from ..capture import mlps
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, any_of,
@@ -26,18 +27,19 @@ SETTINGS = {
                   dtype="bfloat16", window=32, fit_windows=8, gate_windows=6, select_windows=4,
                   eval_windows=4, batch_size=4, gates="linear,pca-2,mlp-16", curve_layers=2,
                   nofly_windows=4, max_cost=0.01, **training.PAIR["smoke"], phase1_steps=2,
-                  phase2_steps=2, ft_lr=1e-4, gate_lr=1e-3, sparsity=0.1, n_boot=50),
+                  phase2_steps=2, ft_lr=1e-4, gate_lr=1e-3, sparsity=0.1, n_boot=50,
+                  random_draws=1),
     "ci": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
-               dtype="bfloat16", window=256, fit_windows=40, gate_windows=12, select_windows=8,
-               eval_windows=10, batch_size=8, gates=GATES, curve_layers=3, nofly_windows=24,
-               max_cost=0.01, **training.PAIR["ci"], phase1_steps=20, phase2_steps=20,
-               ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000),
+               dtype="bfloat16", window=256, fit_windows=40, gate_windows=8, select_windows=6,
+               eval_windows=6, batch_size=8, gates=GATES, curve_layers=3, nofly_windows=12,
+               max_cost=0.01, **training.PAIR["ci"], phase1_steps=10, phase2_steps=10,
+               ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=1),
     "paper": dict(models="gpt2-medium,EleutherAI/pythia-410m", corpus="wikitext-103",
                   cross_corpus="lambada", dtype="float32", window=512, fit_windows=20,
                   gate_windows=60, select_windows=20, eval_windows=24, batch_size=8, gates=GATES,
                   curve_layers=6, nofly_windows=100, max_cost=0.01, **training.PAIR["paper"],
                   phase1_steps=2000, phase2_steps=3000, ft_lr=2e-5, gate_lr=1e-3, sparsity=0.1,
-                  n_boot=10000),
+                  n_boot=10000, random_draws=3),
 }
 
 #: P3: "25–56 % of tokens routed linear at < 1 % PPL cost".
@@ -74,12 +76,22 @@ def _ranges(spans):
 
 def windows(S: dict, text, tok) -> dict:
     """The fit / gate / select / no-fly / eval ranges of windows for a pretrained model: one
-    shuffled mixture of the corpus's train-split paragraphs, dealt to disjoint ranges."""
-    return corpora.mixed_windows(text, tok, S["window"], {
-        "fit": S["fit_windows"], "gate": S["gate_windows"], "select": S["select_windows"],
-        "nofly": S["nofly_windows"], "eval": S["eval_windows"]}, S["seed"])
+    shuffled mixture of the corpus's train-split paragraphs, dealt to disjoint ranges.
+
+    Fit and gate windows are dealt first, exactly as chapter 03 deals its fit and evaluation
+    windows (`ch03.windows`): with the same counts they are the same windows, so the ridge
+    fits and the per-token losses chapter 03 measured on them are read back (`memo`), not
+    recomputed. The other ranges are dealt from the paragraphs left."""
+    first = corpora.mixed_windows(text, tok, S["window"], {
+        "fit": S["fit_windows"], "gate": S["gate_windows"]}, S["seed"])
+    taken = [i for span in first.values() for i in span.paragraphs]
+    rest = corpora.mixed_windows(text, tok, S["window"], {
+        "select": S["select_windows"], "nofly": S["nofly_windows"],
+        "eval": S["eval_windows"]}, S["seed"], exclude=taken)
+    return {**first, **rest}
 
 
+@timing.timed("pretrained")
 def pretrained(S: dict, text, other) -> dict:
     """Gates, routing, token/context, compound gating and no-fly lists on each pretrained model:
     fit / gate / select / no-fly / eval windows come from one mixture of documents (`windows`);
@@ -102,7 +114,8 @@ def pretrained(S: dict, text, other) -> dict:
         reports[name] = gating_report(
             model, fits, spans["gate"].windows, spans["select"].windows, eval_w, kinds=kinds,
             curve_layers=spread(L, S["curve_layers"]), max_cost=S["max_cost"],
-            batch_size=S["batch_size"], n_boot=S["n_boot"], seed=S["seed"], progress=bar)
+            batch_size=S["batch_size"], n_boot=S["n_boot"], seed=S["seed"], progress=bar,
+            random_draws=S["random_draws"])
         bar.close()
         reports[name]["r2"] = [r2[l] for l in range(L)]
         layer = L // 2
@@ -119,6 +132,7 @@ def pretrained(S: dict, text, other) -> dict:
     return {"pretrained": reports, "nofly": nofly, "ranges": ranges}
 
 
+@timing.timed("pair")
 def pair(S: dict, text) -> dict:
     """The same analysis on the matched pair (cached from chapter 03; one routing-curve layer
     and half its evaluation windows), and the two-phase experiment with its control."""
@@ -141,7 +155,7 @@ def pair(S: dict, text) -> dict:
             model, fits, spans["gate"].windows, spans["select"].windows,
             pair_eval[: len(pair_eval) // 2], kinds=kinds, curve_layers=spread(S["pair_layers"], 1),
             max_cost=S["max_cost"], batch_size=2 * S["batch_size"], n_boot=S["n_boot"],
-            seed=S["seed"])
+            seed=S["seed"], random_draws=S["random_draws"])
         bar = tqdm(total=2 * (S["phase1_steps"] + S["phase2_steps"]), desc=f"two-phase {kind}",
                    mininterval=30)
         two_phase[kind] = surrogates.two_phase_linearization(

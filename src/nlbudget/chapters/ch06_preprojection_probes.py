@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tqdm.std import tqdm
 
+from .. import timing
 from .. import corpora, models, preprojection, stats, training
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, all_of,
                       decided, effect, needs_seeds)
@@ -21,17 +22,18 @@ SETTINGS = {
                   window=32, train_windows=16, eval_windows=4, lastword_items=8,
                   lastword_context=64, k=4, steps=2, batch_size=2, lr=1e-3,
                   **training.PAIR["smoke"], pair_k=4, pair_probe_steps=2, pair_probe_batch=4,
-                  n_boot=50, decode_tokens=4),
+                  n_boot=50, decode_tokens=4, ablation_windows=4),
     "ci": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="bfloat16",
-               window=128, train_windows=256, eval_windows=32, lastword_items=200,
-               lastword_context=192, k=16, steps=24, batch_size=4, lr=1e-3,
-               **training.PAIR["ci"], pair_k=8, pair_probe_steps=100, pair_probe_batch=16,
-               n_boot=1000, decode_tokens=16),
+               window=128, train_windows=256, eval_windows=16, lastword_items=100,
+               lastword_context=128, k=16, steps=16, batch_size=4, lr=1e-3,
+               **training.PAIR["ci"], pair_k=8, pair_probe_steps=60, pair_probe_batch=16,
+               n_boot=1000, decode_tokens=16, ablation_windows=8),
     "paper": dict(models="EleutherAI/pythia-160m,EleutherAI/pythia-410m", corpus="wikitext-103",
                   lastword="lambada", dtype="float32", window=512, train_windows=20000,
                   eval_windows=200, lastword_items=5153, lastword_context=512, k=64, steps=2000,
                   batch_size=8, lr=1e-3, **training.PAIR["paper"], pair_k=32,
-                  pair_probe_steps=2000, pair_probe_batch=32, n_boot=10000, decode_tokens=64),
+                  pair_probe_steps=2000, pair_probe_batch=32, n_boot=10000, decode_tokens=64,
+                  ablation_windows=200),
 }
 MAIN = "pre+skip"  # the paper's setting
 #: A model's last-word accuracy counts only if its frozen base gets this many items right.
@@ -56,6 +58,7 @@ def lastword_items(S: dict, text) -> list[dict]:
                                          S["lastword_items"], seed=S["seed"])
 
 
+@timing.timed("run_model")
 def run_model(S, name, model, tok, train_w, eval_w, items, k, steps, batch, max_context) -> dict:
     """Every variant trained and measured on one model (`preprojection.probe_study`), its setup,
     and the decode time of the base and the wrapped model in its inference form."""
@@ -63,7 +66,8 @@ def run_model(S, name, model, tok, train_w, eval_w, items, k, steps, batch, max_
     enc = preprojection.encode_items(items, tok, max_context)
     bar = tqdm(total=4 * steps, desc=f"{name}: probes", mininterval=30)
     study = preprojection.probe_study(model, budget, train_w, eval_w, enc, steps, batch, S["lr"],
-                                      seed=S["seed"], n_boot=S["n_boot"], progress=bar)
+                                      seed=S["seed"], n_boot=S["n_boot"], progress=bar,
+                                      ablation_windows=S["ablation_windows"])
     bar.close()
     setup = {"layers": len(preprojection.blocks(model)), "d": model.config.hidden_size, "k": k,
              "lora_rank": budget.lora_rank, "window": train_w.shape[1],

@@ -1,0 +1,224 @@
+"""Rerun only what changed: which chapters of a build are fresh, in what order to run the
+rest, and progress with an estimate of the time left.
+
+A chapter's *inputs* are its notebook, the library (every module of `nlbudget` that a chapter
+can import, less the other chapters' modules), the data files it reads (`data/claims.csv`,
+`data/reference/`), its settings at the profile (seed included), the Python and package
+versions, and the results files of the chapters it reads (its module's `READS`). After a
+successful run, `<build>/<profile>/chapters/<stem>.fresh.json` records their digest, the
+digest of the results file the run wrote, and how long it took. A chapter is fresh when that
+record matches its inputs now, and its executed notebook and results file are still the ones
+the run left. The record is voided before a chapter runs, so a failed or killed run never
+leaves a chapter marked fresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from . import paths, profiles, results, runner
+
+#: Modules no chapter imports (the build and the command line): editing them reruns nothing.
+NOT_CHAPTER_INPUTS = ("book.py", "cli.py", "incremental.py")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha(path: Path) -> str | None:
+    return _sha(path.read_bytes()) if path.is_file() else None
+
+
+def library_digest(key: str) -> str:
+    """The package's source as chapter `key` sees it: every module except the other chapters'."""
+    pkg = Path(__file__).resolve().parent
+    own = profiles.chapter(key).module.rsplit(".", 1)[-1] + ".py"
+    h = hashlib.sha256()
+    for f in sorted(pkg.rglob("*.py")):
+        rel = f.relative_to(pkg).as_posix()
+        if rel in NOT_CHAPTER_INPUTS or (rel.startswith("chapters/ch") and f.name != own):
+            continue
+        h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def data_digest() -> str:
+    root = paths.repo_root() / "data"
+    files = [root / "claims.csv", *sorted((root / "reference").rglob("*"))]
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for p in results.PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = None
+    return out
+
+
+def reads(key: str) -> tuple[str, ...]:
+    """Keys of the chapters whose results chapter `key` reads."""
+    return tuple(getattr(profiles.chapter(key).load(), "READS", ()))
+
+
+def run_order(keys: list[str] | None = None) -> list[str]:
+    """Reading order, except that a chapter runs after the chapters it reads."""
+    keys = list(keys or runner.available_chapters())
+    done: list[str] = []
+
+    def visit(k, stack=()):
+        if k in done:
+            return
+        if k in stack:
+            raise ValueError(f"chapters read each other's results in a cycle: {stack + (k,)}")
+        for d in reads(k):
+            if d in keys:
+                visit(d, stack + (k,))
+        done.append(k)
+
+    for k in keys:
+        visit(k)
+    return done
+
+
+def dependants(key: str, keys: list[str] | None = None) -> list[str]:
+    """The chapters that read `key`'s results, directly or through others."""
+    keys = list(keys or runner.available_chapters())
+    out: list[str] = []
+    frontier = [key]
+    while frontier:
+        k = frontier.pop()
+        for c in keys:
+            if k in reads(c) and c not in out:
+                out.append(c)
+                frontier.append(c)
+    return out
+
+
+def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
+    """Everything a chapter's run depends on, each as a digest (or a small value)."""
+    return {
+        "notebook": _file_sha(runner.notebook_path(key)),
+        "library": library_digest(key),
+        "data": data_digest(),
+        "settings": profiles.validate(key, profile=profile, seed=seed),
+        "versions": versions(),
+        "reads": {profiles.chapter(d).stem: _file_sha(results.results_path(
+            profiles.chapter(d).stem, profile, results_dir)) for d in reads(key)},
+    }
+
+
+def digest(inp: dict) -> str:
+    return _sha(json.dumps(inp, sort_keys=True).encode())
+
+
+def _paths(key, profile, results_dir, build_dir):
+    stem = profiles.chapter(key).stem
+    chapters = Path(build_dir or paths.build_dir()) / profile / "chapters"
+    return (chapters / f"{stem}.fresh.json", chapters / f"{stem}.ipynb",
+            results.results_path(stem, profile, results_dir))
+
+
+def record(key, profile, results_dir=None, build_dir=None) -> dict | None:
+    p = _paths(key, profile, results_dir, build_dir)[0]
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def status(key: str, profile: str, seed: int = 0, results_dir=None, build_dir=None) -> str:
+    """'fresh', or why the chapter must run."""
+    rec_path, executed, res = _paths(key, profile, results_dir, build_dir)
+    rec = record(key, profile, results_dir, build_dir)
+    if not rec or not rec.get("digest"):
+        return "never run" if not rec else "its last run did not finish"
+    if not executed.is_file() or _file_sha(executed) != rec.get("executed"):
+        return "its executed notebook is missing or changed"
+    if _file_sha(res) != rec.get("results"):
+        return "its results file is missing or changed"
+    now = inputs(key, profile, seed, results_dir)
+    if digest(now) == rec["digest"]:
+        return "fresh"
+    changed = [k for k in now if now[k] != rec.get("inputs", {}).get(k)]
+    return "changed: " + ", ".join(changed or ["inputs"])
+
+
+def estimate(key: str, profile: str, results_dir=None, build_dir=None) -> float | None:
+    """Seconds the chapter took last time (its record, else its results file), or None."""
+    rec = record(key, profile, results_dir, build_dir)
+    if rec and rec.get("elapsed_s"):
+        return float(rec["elapsed_s"])
+    try:
+        return float(results.read(profiles.chapter(key).stem, profile, results_dir)
+                     ["timings"]["total_s"])
+    except (FileNotFoundError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _minutes(s: float | None) -> str:
+    return "?" if s is None else f"{s / 60:.1f} min"
+
+
+def run_chapters(profile: str, seed: int = 0, results_dir=None, build_dir=None,
+                 force: bool = False, keys: list[str] | None = None, log=print) -> dict:
+    """Run the chapters that are not fresh (all of them with `force`), in `run_order`.
+    Prints each chapter's start, end, elapsed time and the estimated time left.
+    Returns {key: 'ran' | 'fresh'}."""
+    order = run_order(keys)
+    outcome: dict[str, str] = {}
+    todo = {}
+    for k in order:
+        s = "forced" if force else status(k, profile, seed, results_dir, build_dir)
+        todo[k] = s
+    left = {k: estimate(k, profile, results_dir, build_dir) for k, s in todo.items()
+            if s != "fresh"}
+    t_build = time.perf_counter()
+    for k in order:
+        stem = profiles.chapter(k).stem
+        if todo[k] == "fresh":
+            # a chapter it reads may have rerun in this build: look again
+            todo[k] = "forced" if force else status(k, profile, seed, results_dir, build_dir)
+            if todo[k] == "fresh":
+                log(f"[nlbudget] {stem}: fresh, skipped (inputs unchanged)")
+                outcome[k] = "fresh"
+                continue
+            left[k] = estimate(k, profile, results_dir, build_dir)
+        known = [v for v in left.values() if v is not None]
+        rest = (f"; about {_minutes(sum(known))} left in the build"
+                + (" (not counting chapters never timed)" if len(known) < len(left) else "")
+                if known else "")
+        log(f"[nlbudget] {stem}: running at {profile} ({todo[k]}); "
+            f"last time {_minutes(left[k])}{rest}")
+        rec_path, executed, res = _paths(k, profile, results_dir, build_dir)
+        old = record(k, profile, results_dir, build_dir) or {}
+        rec_path.parent.mkdir(parents=True, exist_ok=True)
+        # void the record first: a failed or killed run leaves the chapter stale
+        results.atomic_write_text(rec_path, json.dumps({"digest": None,
+                                                        "elapsed_s": old.get("elapsed_s")}))
+        inp = inputs(k, profile, seed, results_dir)
+        t = time.perf_counter()
+        runner.run(k, profile=profile, seed=seed, results_dir=results_dir, build_dir=build_dir)
+        elapsed = time.perf_counter() - t
+        results.atomic_write_text(rec_path, json.dumps({
+            "digest": digest(inp), "inputs": inp, "executed": _file_sha(executed),
+            "results": _file_sha(res), "elapsed_s": round(elapsed, 1),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=1))
+        left.pop(k, None)
+        outcome[k] = "ran"
+        log(f"[nlbudget] {stem}: done in {_minutes(elapsed)} "
+            f"(build so far {_minutes(time.perf_counter() - t_build)})")
+    return outcome

@@ -1,0 +1,144 @@
+"""Rebuild only what changed (nlbudget.incremental): run order, freshness, and what reruns
+after an edit, a failure or --force. The chapters' execution is replaced by a stub that
+writes what a run writes (executed notebook, results file), so the logic is tested in
+milliseconds; test_notebooks.py checks the same on real smoke runs."""
+
+import json
+import shutil
+
+import pytest
+
+from nlbudget import incremental, paths, profiles, results, runner
+
+KEYS = runner.available_chapters()
+
+
+def test_run_order_puts_what_is_read_first():
+    order = incremental.run_order()
+    assert sorted(order) == sorted(KEYS)
+    for k in KEYS:
+        for d in incremental.reads(k):
+            assert order.index(d) < order.index(k)
+    assert "03" in incremental.reads("02")  # chapter 02 overlays chapter 03's costs
+    assert incremental.dependants("03") == ["02"]
+    assert incremental.dependants("05") == []
+
+
+def test_a_cycle_is_refused(monkeypatch):
+    monkeypatch.setattr(incremental, "reads", lambda k: {"01": ("02",), "02": ("01",)}.get(k, ()))
+    with pytest.raises(ValueError, match="cycle"):
+        incremental.run_order(["01", "02"])
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A checkout whose notebooks can be edited: a copy of notebooks/, the rest linked."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    real = paths.repo_root()
+    for name in ("pyproject.toml", "data", "book", "src"):
+        (root / name).symlink_to(real / name)
+    shutil.copytree(real / "notebooks", root / "notebooks")
+    monkeypatch.setenv("NLBUDGET_ROOT", str(root))
+    return root
+
+
+@pytest.fixture
+def stub_runs(monkeypatch, tmp_path):
+    """Replace executing a chapter by writing what a run writes; record the order."""
+    ran = []
+
+    def fake_run(key, profile, seed, results_dir, build_dir, **kw):
+        if getattr(fake_run, "fail", None) == key:
+            raise RuntimeError("killed")
+        stem = profiles.chapter(key).stem
+        out = build_dir / profile / "chapters" / f"{stem}.ipynb"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"run": len(ran)}))
+        results.atomic_write_text(results.results_path(stem, profile, results_dir),
+                                  json.dumps({"run": len(ran), "timings": {"total_s": 1.0}}))
+        ran.append(key)
+        return out
+
+    monkeypatch.setattr(incremental.runner, "run", fake_run)
+    return ran, fake_run, tmp_path / "results", tmp_path / "build"
+
+
+def _run(stub, **kw):
+    ran, _, res, bld = stub
+    ran.clear()
+    lines = []
+    out = incremental.run_chapters("smoke", 0, res, bld, log=lines.append, **kw)
+    return list(ran), out, lines
+
+
+def test_second_build_runs_nothing(checkout, stub_runs):
+    ran, out, _ = _run(stub_runs)
+    assert ran == incremental.run_order() and set(out.values()) == {"ran"}
+    ran, out, lines = _run(stub_runs)
+    assert ran == [] and set(out.values()) == {"fresh"}
+    assert all("fresh, skipped" in ln for ln in lines)
+
+
+def test_editing_a_notebook_reruns_it_and_its_dependants_only(checkout, stub_runs):
+    _run(stub_runs)
+    nb = checkout / "notebooks" / f"{profiles.chapter('03').stem}.ipynb"
+    doc = json.loads(nb.read_text())
+    doc["cells"][0]["source"] = doc["cells"][0]["source"] + ["\nAn edited sentence."]
+    nb.write_text(json.dumps(doc))
+    assert incremental.status("03", "smoke", 0, stub_runs[2], stub_runs[3]) == "changed: notebook"
+    ran, _, _ = _run(stub_runs)
+    assert ran == ["03", "02"]  # chapter 02 reads chapter 03's results
+    nb = checkout / "notebooks" / f"{profiles.chapter('05').stem}.ipynb"
+    nb.write_text(nb.read_text().replace("Dyck", "Dyck "))
+    assert _run(stub_runs)[0] == ["05"]
+
+
+def test_changed_settings_or_seed_rerun(checkout, stub_runs):
+    _run(stub_runs)
+    ran, _, res, bld = stub_runs
+    assert incremental.status("01", "smoke", 1, res, bld) == "changed: settings"
+
+
+def test_a_failed_run_never_leaves_a_chapter_fresh(checkout, stub_runs):
+    _run(stub_runs)
+    _, fake, res, bld = stub_runs
+    nb = checkout / "notebooks" / f"{profiles.chapter('04').stem}.ipynb"
+    nb.write_text(nb.read_text() + " ")
+    fake.fail = "04"
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(stub_runs)
+    assert incremental.status("04", "smoke", 0, res, bld) == "its last run did not finish"
+    fake.fail = None
+    assert _run(stub_runs)[0] == ["04"]
+
+
+def test_a_deleted_or_edited_output_is_not_fresh(checkout, stub_runs):
+    _run(stub_runs)
+    _, _, res, bld = stub_runs
+    results.results_path(profiles.chapter("06").stem, "smoke", res).unlink()
+    assert incremental.status("06", "smoke", 0, res, bld) == "its results file is missing or changed"
+    (bld / "smoke" / "chapters" / f"{profiles.chapter('01').stem}.ipynb").write_text("{}")
+    assert _run(stub_runs)[0] == ["01", "06"]
+
+
+def test_force_reruns_everything(checkout, stub_runs):
+    _run(stub_runs)
+    ran, out, _ = _run(stub_runs, force=True)
+    assert ran == incremental.run_order()
+
+
+def test_progress_names_start_end_and_time_left(checkout, stub_runs):
+    _run(stub_runs)  # records a time for every chapter
+    nb = checkout / "notebooks" / f"{profiles.chapter('01').stem}.ipynb"
+    nb.write_text(nb.read_text() + " ")
+    _, _, lines = _run(stub_runs)
+    start = next(ln for ln in lines if "01_gated_mlp_symmetry: running" in ln)
+    assert "changed: notebook" in start and "left in the build" in start
+    assert any("01_gated_mlp_symmetry: done in" in ln for ln in lines)
+
+
+def test_the_library_but_not_other_chapters_modules_is_an_input():
+    a = incremental.library_digest("01")
+    assert a == incremental.library_digest("01")
+    assert a != incremental.library_digest("02")  # each sees its own chapter module

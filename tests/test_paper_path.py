@@ -1,0 +1,79 @@
+"""The `paper` profile, end to end, offline: every chapter runs through papermill at
+profile=paper with local stand-ins for the hub's models and datasets (nlbudget.standins),
+the hub switched off, and the smoke profile's budgets — so every branch the `paper` profile
+takes (hub model ids, WikiText-103 / LAMBADA through `datasets`, float32, the paper's model
+families) is executed in CI."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nlbudget import models, paths, profiles, results, runner, standins
+
+KEYS = runner.available_chapters()
+
+
+@pytest.fixture(scope="module")
+def paper_env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("paper")
+    cache = root / "cache"
+    real = paths.cache_dir()
+    for sub in ("models", "corpora"):  # the offline SmolLM2 and pydocs, shared read-only
+        (cache / sub).mkdir(parents=True)
+        for p in (real / sub).iterdir():
+            (cache / sub / p.name).symlink_to(p)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NLBUDGET_CACHE", str(cache))
+    env = standins.build(root / "standins")
+    for k, v in env.items():
+        mp.setenv(k, v)
+    yield root
+    mp.undo()
+
+
+def test_standins_cover_every_hub_asset_the_paper_profile_names():
+    ids = standins.hub_model_ids()
+    assert "gpt2-medium" in ids and "EleutherAI/pythia-160m" in ids
+    assert all(i not in models.OFFLINE_MODELS for i in ids)
+    assert set(standins.hub_corpora()) == {"wikitext-103", "lambada"}
+    for key in KEYS:  # the budgets shrink; what the chapter runs on stays the paper's
+        o = standins.overrides(key)
+        assert not set(o) & set(standins.IDENTITY)
+        profiles.validate(key, profile="paper", **o)
+
+
+def test_hub_is_off_and_standins_load(paper_env):
+    # a fresh process, as a chapter's kernel is (the hub libraries read their cache folder
+    # from the environment when first imported)
+    code = """
+from nlbudget import corpora, models
+assert not models.hub_reachable()
+m, tok = models.load("EleutherAI/pythia-160m")
+assert m.config.model_type == "gpt_neox" and m.config.use_parallel_residual
+assert models.load("gpt2-medium")[0].config.model_type == "gpt2"
+wt = corpora.load("wikitext-103")
+assert wt.paragraphs and not any(p.startswith("=") for p in wt.paragraphs)
+assert corpora.load("lambada").paragraphs
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ))
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("key", KEYS)
+def test_chapter_runs_at_the_paper_profile(paper_env, key):
+    res, bld = paper_env / "results", paper_env / "build"
+    runner.run(key, profile="paper", parameters=standins.overrides(key), results_dir=res,
+               build_dir=bld, timeout=900)
+    stem = profiles.chapter(key).stem
+    doc = results.read(stem, "paper", res)
+    paper = profiles.chapter(key).settings["paper"]
+    assert doc["profile"] == "paper" and doc["claims"]
+    for k in standins.IDENTITY:  # it ran on the paper's models and corpora, in its dtype
+        if k in paper:
+            assert doc["parameters"][k] == paper[k], k
+    assert (bld / "paper" / "chapters" / f"{stem}.ipynb").is_file()
