@@ -3,6 +3,7 @@ after an edit, a failure or --force. The chapters' execution is replaced by a st
 writes what a run writes (executed notebook, results file), so the logic is tested in
 milliseconds; test_notebooks.py checks the same on real smoke runs."""
 
+import itertools
 import json
 import shutil
 
@@ -47,6 +48,7 @@ def checkout(tmp_path, monkeypatch):
 def stub_runs(monkeypatch, tmp_path):
     """Replace executing a chapter by writing what a run writes; record the order."""
     ran = []
+    runs = itertools.count()  # every run writes new files, as a real run does (timestamps)
 
     def fake_run(key, profile, seed, results_dir, build_dir, **kw):
         if getattr(fake_run, "fail", None) == key:
@@ -54,9 +56,10 @@ def stub_runs(monkeypatch, tmp_path):
         stem = profiles.chapter(key).stem
         out = build_dir / profile / "chapters" / f"{stem}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"run": len(ran)}))
+        n = next(runs)
+        out.write_text(json.dumps({"run": n}))
         results.atomic_write_text(results.results_path(stem, profile, results_dir),
-                                  json.dumps({"run": len(ran), "timings": {"total_s": 1.0}}))
+                                  json.dumps({"run": n, "timings": {"total_s": 1.0}}))
         ran.append(key)
         return out
 
@@ -68,13 +71,14 @@ def _run(stub, **kw):
     ran, _, res, bld = stub
     ran.clear()
     lines = []
-    out = incremental.run_chapters("smoke", 0, res, bld, log=lines.append, **kw)
+    # one core: every chapter runs in this process, through the stub
+    out = incremental.run_chapters("smoke", 0, res, bld, log=lines.append, cores=1, **kw)
     return list(ran), out, lines
 
 
 def test_second_build_runs_nothing(checkout, stub_runs):
     ran, out, _ = _run(stub_runs)
-    assert ran == incremental.run_order() and set(out.values()) == {"ran"}
+    assert ran == incremental.schedule() and set(out.values()) == {"ran"}
     ran, out, lines = _run(stub_runs)
     assert ran == [] and set(out.values()) == {"fresh"}
     assert all("fresh, skipped" in ln for ln in lines)
@@ -119,13 +123,13 @@ def test_a_deleted_or_edited_output_is_not_fresh(checkout, stub_runs):
     results.results_path(profiles.chapter("06").stem, "smoke", res).unlink()
     assert incremental.status("06", "smoke", 0, res, bld) == "its results file is missing or changed"
     (bld / "smoke" / "chapters" / f"{profiles.chapter('01').stem}.ipynb").write_text("{}")
-    assert _run(stub_runs)[0] == ["01", "06"]
+    assert sorted(_run(stub_runs)[0]) == ["01", "06"]
 
 
 def test_force_reruns_everything(checkout, stub_runs):
     _run(stub_runs)
     ran, out, _ = _run(stub_runs, force=True)
-    assert ran == incremental.run_order()
+    assert ran == incremental.schedule()
 
 
 def test_progress_names_start_end_and_time_left(checkout, stub_runs):
@@ -142,3 +146,15 @@ def test_the_library_but_not_other_chapters_modules_is_an_input():
     a = incremental.library_digest("01")
     assert a == incremental.library_digest("01")
     assert a != incremental.library_digest("02")  # each sees its own chapter module
+
+
+def test_one_thread_chapters_run_side_by_side_after_what_they_read():
+    order = incremental.schedule()
+    light = [k for k in order if incremental.threads(k) == 1]
+    assert {"01", "02", "05"} <= set(light)
+    assert all(incremental.threads(k) is None for k in ("03", "04", "06"))
+    # the chapters the one-thread ones read come first, then the one-thread chapters together
+    assert order.index("03") < order.index("02")
+    assert order[order.index(light[0]):order.index(light[0]) + len(light)] == light
+    pos = {k: i for i, k in enumerate(order)}
+    assert all(pos[d] < pos[k] for k in order for d in incremental.reads(k))

@@ -188,6 +188,25 @@ def test_last_word_eval_equals_greedy_decoding():
     assert bool(hit["correct"][0]) and hit["nll"][0] > 0
 
 
+@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_last_word_eval_scores_from_the_full_logits(family, wrapped):
+    # the LM head runs only at the target positions: the same NLL as from all the logits
+    m = tiny(family)
+    if wrapped:
+        pp.wrap(m, pre_hidden=4, skip_rank=4, seed=0)
+    g = torch.Generator().manual_seed(3)
+    enc = [(torch.randint(1, 97, (n,), generator=g).tolist(),
+            torch.randint(1, 97, (1 + n % 3,), generator=g).tolist()) for n in range(5, 17)]
+    res = pp.last_word_eval(m, enc, batch_size=4)
+    for i, (c, t) in enumerate(enc):
+        with torch.no_grad():
+            lg = m(input_ids=torch.tensor([c + t])).logits[0, len(c) - 1:len(c) + len(t) - 1]
+        nll = torch.nn.functional.cross_entropy(lg.float(), torch.tensor(t), reduction="sum")
+        assert float(res["nll"][i]) == pytest.approx(float(nll), abs=1e-4)
+        assert bool(res["correct"][i]) == bool((lg.argmax(-1) == torch.tensor(t)).all())
+
+
 def test_bootstrap_paired():
     a = torch.tensor([1.0, 0.0] * 50)
     assert pp.bootstrap_paired(a, a, n_boot=200) == (0.0, 0.0)

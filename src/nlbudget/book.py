@@ -215,7 +215,7 @@ def stage(profile: str, build_dir: Path | None = None,
 
 def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
           results_dir: Path | None = None, seed: int = 0, force: bool = False,
-          log=print) -> Path:
+          log=incremental.say) -> Path:
     """Run the chapters that are not fresh (every chapter with `force`; none with
     `run=False`), stage, and build the HTML book with warnings as errors — incrementally:
     Sphinx rereads only the pages whose staged source changed, and nothing at all when no

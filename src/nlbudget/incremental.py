@@ -173,52 +173,152 @@ def _minutes(s: float | None) -> str:
     return "?" if s is None else f"{s / 60:.1f} min"
 
 
-def run_chapters(profile: str, seed: int = 0, results_dir=None, build_dir=None,
-                 force: bool = False, keys: list[str] | None = None, log=print) -> dict:
-    """Run the chapters that are not fresh (all of them with `force`), in `run_order`.
-    Prints each chapter's start, end, elapsed time and the estimated time left.
-    Returns {key: 'ran' | 'fresh'}."""
+def say(line: str) -> None:
+    print(line, flush=True)  # at once, also where stdout is a pipe (tox, CI logs)
+
+
+def threads(key: str) -> int | None:
+    """The CPU threads chapter `key` runs with (its module's `THREADS`; None: all cores).
+    Chapters that train only tiny models gain nothing from a second thread, so they set one
+    thread — always, not only in the build, so a rerun gives the same numbers — and the build
+    runs two of them at once."""
+    return getattr(profiles.chapter(key).load(), "THREADS", None)
+
+
+def schedule(keys: list[str] | None = None) -> list[str]:
+    """The build's order: the chapters a one-thread chapter reads, then the one-thread
+    chapters (run side by side), then the rest; `run_order` where that would break a
+    dependency."""
     order = run_order(keys)
+    light = [k for k in order if threads(k)]
+    first: list[str] = []
+    for k in light:
+        stack = list(reads(k))
+        while stack:
+            d = stack.pop()
+            if d in order and not threads(d) and d not in first:
+                first.append(d)
+                stack.extend(reads(d))
+    first = [k for k in order if k in first]
+    out = first + light + [k for k in order if k not in first and k not in light]
+    pos = {k: i for i, k in enumerate(out)}
+    ok = all(pos[d] < pos[k] for k in out for d in reads(k) if d in pos)
+    return out if ok else order
+
+
+def run_chapters(profile: str, seed: int = 0, results_dir=None, build_dir=None,
+                 force: bool = False, keys: list[str] | None = None, log=say,
+                 cores: int | None = None) -> dict:
+    """Run the chapters that are not fresh (all of them with `force`), in `schedule` order:
+    a chapter that uses every core runs alone; one-thread chapters (`threads`) run side by
+    side, as many as there are cores, each in its own process. Prints each chapter's start,
+    end, elapsed time and the estimated time left. Returns {key: 'ran' | 'fresh'}."""
+    import os
+    import subprocess
+    import sys
+
+    cores = cores or os.cpu_count() or 1
+    order = schedule(keys)
     outcome: dict[str, str] = {}
-    todo = {}
-    for k in order:
-        s = "forced" if force else status(k, profile, seed, results_dir, build_dir)
-        todo[k] = s
-    left = {k: estimate(k, profile, results_dir, build_dir) for k, s in todo.items()
+    first = {k: "forced" if force else status(k, profile, seed, results_dir, build_dir)
+             for k in order}
+    left = {k: estimate(k, profile, results_dir, build_dir) for k, s in first.items()
             if s != "fresh"}
     t_build = time.perf_counter()
-    for k in order:
+    running: dict[str, tuple] = {}  # one-thread chapters: key -> (process, start, inputs, log)
+
+    def remaining() -> str:
+        known = {k: v for k, v in left.items() if v is not None}
+        if not known:
+            return ""
+        heavy = sum(v for k, v in known.items() if not threads(k))
+        light = sum(v for k, v in known.items() if threads(k)) / cores
+        return (f"; about {_minutes(heavy + light)} left in the build"
+                + (" (not counting chapters never timed)" if len(known) < len(left) else ""))
+
+    def begin(k, why):
         stem = profiles.chapter(k).stem
-        if todo[k] == "fresh":
-            # a chapter it reads may have rerun in this build: look again
-            todo[k] = "forced" if force else status(k, profile, seed, results_dir, build_dir)
-            if todo[k] == "fresh":
-                log(f"[nlbudget] {stem}: fresh, skipped (inputs unchanged)")
-                outcome[k] = "fresh"
-                continue
-            left[k] = estimate(k, profile, results_dir, build_dir)
-        known = [v for v in left.values() if v is not None]
-        rest = (f"; about {_minutes(sum(known))} left in the build"
-                + (" (not counting chapters never timed)" if len(known) < len(left) else "")
-                if known else "")
-        log(f"[nlbudget] {stem}: running at {profile} ({todo[k]}); "
-            f"last time {_minutes(left[k])}{rest}")
-        rec_path, executed, res = _paths(k, profile, results_dir, build_dir)
+        log(f"[nlbudget] {stem}: running at {profile} ({why}); last time "
+            f"{_minutes(left.get(k))}{remaining()}")
+        rec_path = _paths(k, profile, results_dir, build_dir)[0]
         old = record(k, profile, results_dir, build_dir) or {}
         rec_path.parent.mkdir(parents=True, exist_ok=True)
         # void the record first: a failed or killed run leaves the chapter stale
         results.atomic_write_text(rec_path, json.dumps({"digest": None,
                                                         "elapsed_s": old.get("elapsed_s")}))
-        inp = inputs(k, profile, seed, results_dir)
-        t = time.perf_counter()
-        runner.run(k, profile=profile, seed=seed, results_dir=results_dir, build_dir=build_dir)
-        elapsed = time.perf_counter() - t
+        return inputs(k, profile, seed, results_dir)
+
+    def finish(k, inp, elapsed):
+        rec_path, executed, res = _paths(k, profile, results_dir, build_dir)
         results.atomic_write_text(rec_path, json.dumps({
             "digest": digest(inp), "inputs": inp, "executed": _file_sha(executed),
             "results": _file_sha(res), "elapsed_s": round(elapsed, 1),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=1))
         left.pop(k, None)
         outcome[k] = "ran"
-        log(f"[nlbudget] {stem}: done in {_minutes(elapsed)} "
+        log(f"[nlbudget] {profiles.chapter(k).stem}: done in {_minutes(elapsed)} "
             f"(build so far {_minutes(time.perf_counter() - t_build)})")
+
+    def reap(block: bool) -> None:
+        """Collect finished one-thread chapters (wait for one if `block`)."""
+        while running:
+            for k, (proc, t0, inp, logf) in list(running.items()):
+                if proc.poll() is not None:
+                    del running[k]
+                    logf.close()
+                    if proc.returncode != 0:
+                        for other, (p2, *_rest) in running.items():
+                            p2.wait()
+                        text = Path(logf.name).read_text(errors="replace")[-6000:]
+                        raise RuntimeError(f"chapter {profiles.chapter(k).stem} failed "
+                                           f"(exit {proc.returncode}):\n{text}")
+                    finish(k, inp, time.perf_counter() - t0)
+                    block = False
+            if not block:
+                return
+            time.sleep(1)
+
+    try:
+        for k in order:
+            stem = profiles.chapter(k).stem
+            while any(d in running for d in reads(k)):  # what it reads must be written
+                reap(block=True)
+            why = "forced" if force else status(k, profile, seed, results_dir, build_dir)
+            if why == "fresh":
+                log(f"[nlbudget] {stem}: fresh, skipped (inputs unchanged)")
+                outcome[k] = "fresh"
+                left.pop(k, None)
+                continue
+            left.setdefault(k, estimate(k, profile, results_dir, build_dir))
+            need = threads(k) or cores
+            while running and sum(threads(r) for r in running) + need > cores:
+                reap(block=True)
+            inp = begin(k, why)
+            t0 = time.perf_counter()
+            if need >= cores:  # alone, in this process
+                runner.run(k, profile=profile, seed=seed, results_dir=results_dir,
+                           build_dir=build_dir)
+                finish(k, inp, time.perf_counter() - t0)
+                continue
+            logs = Path(build_dir or paths.build_dir()) / profile / "chapters"
+            logf = open(logs / f"{stem}.log", "w")
+            cmd = [sys.executable, "-m", "nlbudget.cli", "run", k, "--profile", profile,
+                   "--seed", str(seed)]
+            if results_dir is not None:
+                cmd += ["--results-dir", str(results_dir)]
+            if build_dir is not None:
+                cmd += ["--build-dir", str(build_dir)]
+            running[k] = (subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                           start_new_session=True,  # killed with its kernel
+                                           env={**os.environ, "NLBUDGET_ROOT":
+                                                str(paths.repo_root())}), t0, inp, logf)
+        reap(block=True)
+    finally:
+        import signal
+
+        for proc, *_rest in running.values():  # interrupted: stop what still runs
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     return outcome

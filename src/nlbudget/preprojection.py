@@ -416,10 +416,14 @@ def last_word_eval(model, encoded: list[tuple[list, list]], batch_size: int = 8)
         for r, i in enumerate(rows):
             c, t = encoded[i]
             ids[r, :len(c) + len(t)] = torch.tensor(c + t)
-        logits = model(input_ids=ids).logits
+        # the LM head only where a row predicts a target token (the vocabulary is large)
+        keep = sorted({p for i in rows for p in range(len(encoded[i][0]) - 1,
+                                                      sum(map(len, encoded[i])) - 1)})
+        col = {p: j for j, p in enumerate(keep)}
+        logits = model(input_ids=ids, logits_to_keep=torch.tensor(keep)).logits
         for r, i in enumerate(rows):
             c, t = encoded[i]
-            lg = logits[r, len(c) - 1:len(c) + len(t) - 1].float()
+            lg = logits[r, [col[p] for p in range(len(c) - 1, len(c) + len(t) - 1)]].float()
             y = torch.tensor(t)
             correct[i] = bool((lg.argmax(-1) == y).all())
             nll[i] = F.cross_entropy(lg, y, reduction="sum")

@@ -17,6 +17,9 @@ from ..claims import Claim, derivation, decided
 
 KEY, STEM, PART = "01", "01_gated_mlp_symmetry", "I"
 TITLE = "Gated MLPs as symmetry-broken rank-1 bilinear attention"
+#: CPU threads: tiny models gain nothing from a second one, so this chapter always runs on
+#: one (the same numbers however it is launched) and the build runs it beside another.
+THREADS = 1
 SETTINGS = {
     "smoke": dict(n_inputs=64, d_model=8, d_hidden=16, n_alpha=9, rank=2),
     "ci": dict(n_inputs=4096, d_model=64, d_hidden=256, n_alpha=61, rank=4),

@@ -31,7 +31,7 @@ SETTINGS = {
                   random_draws=1),
     "ci": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
                dtype="bfloat16", window=256, fit_windows=40, gate_windows=8, select_windows=6,
-               eval_windows=6, batch_size=8, gates=GATES, curve_layers=3, nofly_windows=12,
+               eval_windows=5, batch_size=8, gates=GATES, curve_layers=3, nofly_windows=12,
                max_cost=0.01, **training.PAIR["ci"], phase1_steps=10, phase2_steps=10,
                ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=1),
     "paper": dict(models="gpt2-medium,EleutherAI/pythia-410m", corpus="wikitext-103",
