@@ -185,9 +185,10 @@ def threads(key: str) -> int | None:
     return getattr(profiles.chapter(key).load(), "THREADS", None)
 
 
-def schedule(keys: list[str] | None = None) -> list[str]:
+def schedule(keys: list[str] | None = None, when: tuple = ()) -> list[str]:
     """The build's order: the chapters a one-thread chapter reads, then the one-thread
-    chapters (run side by side), then the rest; `run_order` where that would break a
+    chapters (run side by side, longest first; `when` = (profile, results_dir, build_dir)
+    says where their last times are), then the rest; `run_order` where that would break a
     dependency."""
     order = run_order(keys)
     light = [k for k in order if threads(k)]
@@ -200,6 +201,10 @@ def schedule(keys: list[str] | None = None) -> list[str]:
                 first.append(d)
                 stack.extend(reads(d))
     first = [k for k in order if k in first]
+    # longest first (by the last recorded time; never timed: reverse reading order, chapter 01
+    # is the shortest), so the shortest fills the gap at the end
+    est = {k: estimate(k, *when) if when else None for k in light}
+    light = sorted(light, key=lambda k: (-(est[k] or 0), -order.index(k)))
     out = first + light + [k for k in order if k not in first and k not in light]
     pos = {k: i for i, k in enumerate(out)}
     ok = all(pos[d] < pos[k] for k in out for d in reads(k) if d in pos)
@@ -218,7 +223,7 @@ def run_chapters(profile: str, seed: int = 0, results_dir=None, build_dir=None,
     import sys
 
     cores = cores or os.cpu_count() or 1
-    order = schedule(keys)
+    order = schedule(keys, (profile, results_dir, build_dir))
     outcome: dict[str, str] = {}
     first = {k: "forced" if force else status(k, profile, seed, results_dir, build_dir)
              for k in order}

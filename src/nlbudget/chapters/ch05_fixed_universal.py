@@ -23,13 +23,13 @@ TITLE = "Fixed universal transformers: programming through the embedding"
 #: one (the same numbers however it is launched) and the build runs it beside another.
 THREADS = 1
 SETTINGS = {
-    "smoke": dict(ru_widths="2,8", ru_steps=20, ru_seeds=1, dyck_len=8, hop_len=8, hops="1", hop_vocab=4, hop_seeds=1,
+    "smoke": dict(ru_widths="2,8", ru_steps=20, ru_seeds=1, dyck_len=8, hop_len=8, hops="1", hop_vocab=4, hop_seeds=1, hop_steps=8,
                   heads=2, layers=2, d=2, m=16, steps=8, batch=16, seeds=1, lr=1e-2, n_test=200),
     "ci": dict(ru_widths="2,4,8,16,32,64", ru_steps=200, ru_seeds=2, dyck_len=16, hop_len=16, hops="1",
-               hop_vocab=6, hop_seeds=1, heads=2, layers=2, d=4, m=64, steps=600, batch=64, seeds=2, lr=5e-3,
+               hop_vocab=6, hop_seeds=1, hop_steps=300, heads=2, layers=2, d=4, m=64, steps=600, batch=64, seeds=2, lr=5e-3,
                n_test=1000),
     "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, ru_seeds=5, dyck_len=40, hop_len=32,
-                  hops="1,2,3,4", hop_vocab=8, hop_seeds=5, heads=2, layers=3, d=8, m=256, steps=5000,
+                  hops="1,2,3,4", hop_vocab=8, hop_seeds=5, hop_steps=5000, heads=2, layers=3, d=8, m=256, steps=5000,
                   batch=128, seeds=5, lr=3e-3, n_test=5000),
 }
 #: The shapes (H, L, d, residual) the construction is verified on.
@@ -144,6 +144,11 @@ def _seeds(S: dict, task: str) -> int:
     return S["seeds"] if task == "dyck" else S["hop_seeds"]
 
 
+def _steps(S: dict, task: str) -> int:
+    """Training steps: `steps` for Dyck-1, `hop_steps` for k-hop."""
+    return S["steps"] if task == "dyck" else S["hop_steps"]
+
+
 @timing.timed("embedding_training")
 def embedding_training(S: dict) -> list[dict]:
     """Sparse, random and fully trained transformers of one shape, in three settings (and a
@@ -154,7 +159,8 @@ def embedding_training(S: dict) -> list[dict]:
     grid += [(t, "random", "+residual+LN", sd, True) for t in task_names(S)
              for sd in range(_seeds(S, t))]
     runs = []
-    bar = tqdm(total=len(grid) * S["steps"], desc="embedding-only training", mininterval=30)
+    bar = tqdm(total=sum(_steps(S, g[0]) for g in grid), desc="embedding-only training",
+               mininterval=30)
     for task, kind, setting, sd, looped in grid:
         n_len = S["dyck_len"] if task == "dyck" else S["hop_len"]
         n_out = vocab = 2 if task == "dyck" else S["hop_vocab"]
@@ -163,7 +169,7 @@ def embedding_training(S: dict) -> list[dict]:
                                             **SETTING_KW[setting])
         base = 10_000 * (1 + sd)
         universal.train_program(model, lambda step: data(S, task, S["batch"], n_len, base + step),
-                                S["steps"], lr=S["lr"], progress=bar)
+                                _steps(S, task), lr=S["lr"], progress=bar)
         acc = {}
         for L_test in (n_len, int(1.5 * n_len) // 2 * 2):
             xt, yt = data(S, task, S["n_test"], L_test, _test_seed(L_test, sd), "test")
@@ -196,7 +202,8 @@ def _mean(v):
 
 def _scale(S):
     return (f"H={S['heads']}, L={S['layers']}, d={S['d']}, random width m={S['m']}; "
-            f"{S['steps']} steps × {S['batch']} sequences; {S['seeds']} seed(s); "
+            f"{S['steps']} steps × {S['batch']} sequences, {S['seeds']} seed(s) (k-hop: "
+            f"{S['hop_steps']} steps, {S['hop_seeds']} seed(s)); "
             f"{S['n_test']:,} test sequences")
 
 
