@@ -237,7 +237,8 @@ def run_chapters(profile: str, seed: int = 0, results_dir=None, build_dir=None,
         if not known:
             return ""
         heavy = sum(v for k, v in known.items() if not threads(k))
-        light = sum(v for k, v in known.items() if threads(k)) / cores
+        lights = [v for k, v in known.items() if threads(k)]
+        light = sum(lights) / max(1, min(cores, len(lights)))
         return (f"; about {_minutes(heavy + light)} left in the build"
                 + (" (not counting chapters never timed)" if len(known) < len(left) else ""))
 
