@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from . import timing
-from . import paths
+from . import paths, timing
 from .assets import AssetUnavailable, apt_download, pip_download, sha256, verify
 from .results import atomic_write_text
 

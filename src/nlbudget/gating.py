@@ -16,8 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import timing
-from . import stats
+from . import stats, timing
 
 #: Gate kinds. linear: P3's d+1 logistic gate (required: routing and compound gating use
 #: it); pca-k: the author's "b = 1, 3, 6" gates (PCA to k = 2b dimensions, then logistic);
@@ -464,10 +463,10 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
 
     # 1. δ on the training and selection windows (a sweep of each: the training windows'
     #    may be read back from chapter 03's measurement of the same windows, `memo`)
-    parts_ = [S.linearization_sweep(model, w, {"linear": lin}, batch_size, progress)
+    halves = [S.linearization_sweep(model, w, {"linear": lin}, batch_size, progress)
               for w in (gate_windows, select_windows)]
-    sw = S.Sweep(torch.cat([p.baseline for p in parts_]),
-                 {"linear": {l: torch.cat([p.linear["linear"][l] for p in parts_])
+    sw = S.Sweep(torch.cat([h.baseline for h in halves]),
+                 {"linear": {l: torch.cat([h.linear["linear"][l] for h in halves])
                              for l in range(L)}})
     d_all = _deltas(sw, "linear")
     d_gate = {l: d[:n_gate] for l, d in d_all.items()}

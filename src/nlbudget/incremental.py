@@ -19,10 +19,10 @@ import json
 import platform
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from . import paths, profiles, results, runner
+from .assets import sha256
 
 #: Modules no chapter imports (the build and the command line): editing them reruns nothing.
 NOT_CHAPTER_INPUTS = ("book.py", "cli.py", "incremental.py")
@@ -33,7 +33,7 @@ def _sha(data: bytes) -> str:
 
 
 def _file_sha(path: Path) -> str | None:
-    return _sha(path.read_bytes()) if path.is_file() else None
+    return sha256(path) if path.is_file() else None
 
 
 def library_digest(key: str) -> str:
@@ -60,13 +60,7 @@ def data_digest() -> str:
 
 
 def versions() -> dict:
-    out = {"python": platform.python_version()}
-    for p in results.PACKAGES:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = None
-    return out
+    return {"python": platform.python_version(), **results.package_versions()}
 
 
 def reads(key: str) -> tuple[str, ...]:

@@ -24,8 +24,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from . import timing
-from . import paths
+from . import paths, timing
 from .assets import AssetUnavailable, pip_download, sha256, verify
 
 

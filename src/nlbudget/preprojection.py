@@ -27,8 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import timing
-from . import stats
+from . import stats, timing
 from .capture import blocks, layout
 
 #: Each layout's attention attribute on a block, and the projections LoRA adapts.

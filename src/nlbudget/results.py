@@ -66,15 +66,20 @@ def git_commit(root: Path | None = None) -> dict:
     return {"commit": commit or "unknown", "dirty": bool(dirty)}
 
 
-def environment() -> dict:
+def package_versions() -> dict:
+    """The installed version of each of PACKAGES (None where absent)."""
     versions = {}
     for p in PACKAGES:
         try:
             versions[p] = metadata.version(p)
         except metadata.PackageNotFoundError:
             versions[p] = None
+    return versions
+
+
+def environment() -> dict:
     return {"python": platform.python_version(), "platform": platform.platform(),
-            "packages": versions, "git": git_commit()}
+            "packages": package_versions(), "git": git_commit()}
 
 
 def results_path(stem: str, profile: str, results_dir: str | Path | None = None) -> Path:

@@ -106,11 +106,11 @@ def save_hub_datasets(root: Path, source: str = "pydocs") -> dict[str, Path]:
 def build(root: Path, vocab: int = 512) -> dict[str, str]:
     """Write every stand-in under `root`; return the environment that makes the `paper`
     profile use them (and never the network)."""
+    import torch
+
     root = Path(root)
     tok = training.train_tokenizer(corpora.load("pydocs"), vocab_size=vocab)
     for i, model_id in enumerate(hub_model_ids()):
-        import torch
-
         torch.manual_seed(i)
         save_hub_model(_tiny(model_id, len(tok)), tok, model_id, root / "hub")
     save_hub_datasets(root / "datasets")

@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import timing
-from . import stats
+from . import stats, timing
 from .capture import blocks, layout, mlps
 
 RIDGE_LAMBDA = 0.01

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import torch
 
-from . import timing
-from . import models, paths
+from . import models, paths, timing
 from .corpora import Corpus
 from .results import atomic_write_text
 

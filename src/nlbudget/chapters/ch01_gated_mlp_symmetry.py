@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import timing
-from .. import bilinear, symbolic
+from .. import bilinear, symbolic, timing
 from ..claims import Claim, derivation, decided
 
 KEY, STEM, PART = "01", "01_gated_mlp_symmetry", "I"

@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 from tqdm.std import tqdm
 
-from .. import timing
-from .. import corpora, models, paths, stats, surrogates, training
+from .. import corpora, models, paths, stats, surrogates, timing, training
 from ..claims import (INCONCLUSIVE, NOT_RUN, Claim, any_of, decided, effect, needs_seeds,
                       share_of)
 

@@ -12,8 +12,7 @@ import pandas as pd
 import torch
 from tqdm.std import tqdm
 
-from .. import timing
-from .. import corpora, models, paths, stats, surrogates, training
+from .. import corpora, models, paths, stats, surrogates, timing, training
 from ..capture import mlps
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, any_of,
                       by_parts, decided, effect, needs_seeds, null, share_of)

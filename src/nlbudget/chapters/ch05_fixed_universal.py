@@ -12,8 +12,7 @@ import pandas as pd
 import torch
 from tqdm.std import tqdm
 
-from .. import timing
-from .. import stats, tasks, universal
+from .. import stats, tasks, timing, universal
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision,
                       combine, decided, effect, needs_seeds)
 

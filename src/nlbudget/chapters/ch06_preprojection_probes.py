@@ -10,8 +10,7 @@ import numpy as np
 import torch
 from tqdm.std import tqdm
 
-from .. import timing
-from .. import corpora, models, preprojection, stats, training
+from .. import corpora, models, preprojection, stats, timing, training
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, all_of,
                       decided, effect, needs_seeds)
 
