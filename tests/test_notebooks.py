@@ -35,9 +35,9 @@ def test_notebook_is_stored_clean_and_parameterised(nb_path):
         assert isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant), \
             ast.unparse(stmt)
         names.append(stmt.targets[0].id)
-    assert names[:3] == ["profile", "seed", "results_dir"]
+    assert names[:4] == list(profiles.RUN_PARAMETERS)
     ch = profiles.chapter(nb_path.stem)
-    assert set(names[3:]) == set(ch.settings["ci"]), "parameters cell = the chapter's settings"
+    assert set(names[4:]) == set(ch.settings["ci"]), "parameters cell = the chapter's settings"
     assert "profiles.validate(" in code[params[0] + 1].source, "validate in the next cell"
 
 

@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
-from nlbudget import models, paths, profiles, results, runner, standins
+from nlbudget import devices, models, paths, profiles, results, runner, standins
 
 KEYS = runner.available_chapters()
 
@@ -63,16 +64,22 @@ print("ok")
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+
 @pytest.mark.notebooks
+@pytest.mark.parametrize("device", ["auto", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("key", KEYS)
-def test_chapter_runs_at_the_paper_profile(paper_env, key):
-    res, bld = paper_env / "results", paper_env / "build"
-    runner.run(key, profile="paper", parameters=standins.overrides(key), results_dir=res,
-               build_dir=bld, timeout=900)
+def test_chapter_runs_at_the_paper_profile(paper_env, key, device):
+    # `auto` is the CPU on a machine without CUDA (CI) and CUDA where there is one
+    res, bld = paper_env / device / "results", paper_env / device / "build"
+    runner.run(key, profile="paper", parameters={**standins.overrides(key), "device": device},
+               results_dir=res, build_dir=bld, timeout=900)
     stem = profiles.chapter(key).stem
     doc = results.read(stem, "paper", res)
     paper = profiles.chapter(key).settings["paper"]
     assert doc["profile"] == "paper" and doc["claims"]
+    assert doc["parameters"]["device"] == devices.resolve(device)
     for k in standins.IDENTITY:  # it ran on the paper's models and corpora, in its dtype
         if k in paper:
             assert doc["parameters"][k] == paper[k], k

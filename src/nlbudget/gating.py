@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import stats, timing
+from . import devices, stats, timing
 
 #: Gate kinds. linear: P3's d+1 logistic gate (required: routing and compound gating use
 #: it); pca-k: the author's "b = 1, 3, 6" gates (PCA to k = 2b dimensions, then logistic);
@@ -172,9 +172,9 @@ class HybridMLP(nn.Module):
         if self._folded is None:
             r = self.gate(x) > self.threshold
         else:
-            w = self._w_cache.get(x.dtype)
+            w = self._w_cache.get((x.dtype, x.device))
             if w is None:
-                w = self._w_cache[x.dtype] = self._folded[0].to(x.dtype)
+                w = self._w_cache[x.dtype, x.device] = self._folded[0].to(x.device, x.dtype)
             r = (x @ w).float() + self._folded[1] > self._logit_threshold
         r[:, : self.keep_first] = False
         return r
@@ -217,7 +217,8 @@ class RandomRouting(HybridMLP):
         self.routed, self.seen = 0, 0
 
     def route(self, x: torch.Tensor) -> torch.Tensor:
-        r = torch.rand(x.shape[:2], generator=self.gen) < self.target
+        # drawn on the CPU (the same draws on every device), then moved to the activations
+        r = (torch.rand(x.shape[:2], generator=self.gen) < self.target).to(x.device)
         r[:, : self.keep_first] = False
         return r
 
@@ -396,7 +397,8 @@ def activations(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
     with MLPCapture(model, max_tokens=N * T, resid=True) as cap:
         for i in range(0, N, batch_size):
             model(input_ids=windows[i:i + batch_size])
-    e = torch.cat([lay.embed(model, windows[i:i + batch_size])[0]
+    dev = devices.device_of(model)  # the embedding is called directly, not through the model
+    e = torch.cat([lay.embed(model, windows[i:i + batch_size].to(dev))[0].cpu()
                    for i in range(0, N, batch_size)])
     return {"x": {l: cap[f"layers.{l}.mlp.in"].view(N, T, -1) for l in cap.layers},
             "r": {l: cap[f"layers.{l}.mlp.resid"].view(N, T, -1) for l in cap.layers},

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from . import paths
+from . import devices, paths
 
 #: The modules whose source decides what a cached result holds.
 CODE = ("surrogates.py", "capture.py", "memo.py")
@@ -66,8 +66,8 @@ def key(*parts) -> str:
 
 
 def model_key(model) -> str:
-    """The digest of a model's class and weights."""
-    return key(type(model).__qualname__,
+    """The digest of a model's class, device and weights."""
+    return key(type(model).__qualname__, str(devices.device_of(model)),
                [(n, p) for n, p in model.state_dict().items()])
 
 

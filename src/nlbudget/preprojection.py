@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import stats, timing
+from . import devices, stats, timing
 from .capture import blocks, layout
 
 #: Each layout's attention attribute on a block, and the projections LoRA adapts.
@@ -161,7 +161,7 @@ def wrap(model, pre_hidden: int = 0, skip_rank: int = 0, seed: int = 0) -> list[
     for b in blocks(model):
         pre = PreProjection(d, pre_hidden) if pre_hidden else None
         skip = ContentSkip(d, skip_rank) if skip_rank else None
-        setattr(b, attr, ProbedAttention(getattr(b, attr), pre, skip))
+        setattr(b, attr, devices.follow(ProbedAttention(getattr(b, attr), pre, skip), b))
     return probes(model)
 
 
@@ -226,7 +226,9 @@ def with_lora(model, rank: int, seed: int = 0):
     torch.manual_seed(seed)
     cfg = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, bias="none",
                      target_modules=LORA_TARGETS[_family(model)])
-    return get_peft_model(copy.deepcopy(model), cfg)
+    # peft's wrapper calls the inner model's forward directly, past its `devices.attach`
+    # wrapper: the wrapper goes on the outside too
+    return devices.attach(get_peft_model(copy.deepcopy(model), cfg), devices.device_of(model))
 
 
 def variant_model(model, variant: str, budget: Budget, seed: int = 0):

@@ -3,8 +3,8 @@
 `smoke` takes seconds (tests), `ci` is the default book build (minutes on 2 CPU cores),
 `paper` uses the papers' models and corpora (GPU and Hugging Face hub). Each chapter's
 settings per profile live in its chapter module (`nlbudget.chapters`).
-Every notebook's `parameters` cell holds `profile`, `seed`, `results_dir` and optional
-overrides of its chapter's settings (`None` = the profile's value); the next cell calls
+Every notebook's `parameters` cell holds `profile`, `seed`, `results_dir`, `device` (`auto`:
+CUDA when present; see `devices`) and optional overrides of its chapter's settings (`None` = the profile's value); the next cell calls
 `validate`, which fails at once, naming the valid choices.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PROFILES = ("smoke", "ci", "paper")
-RUN_PARAMETERS = ("profile", "seed", "results_dir")
+RUN_PARAMETERS = ("profile", "seed", "results_dir", "device")
 #: Settings that take one of a few strings.
 CHOICES = {"dtype": ("bfloat16", "float32"),
            "corpus": ("pydocs", "shakespeare", "wikitext-103"),
@@ -88,11 +88,13 @@ def _check_type(name: str, value, default):
 
 
 def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | None = None,
-             **overrides) -> dict:
+             device: str = "auto", **overrides) -> dict:
     """Return the chapter's settings for `profile`, with `seed` and valid overrides applied.
 
+    `device` comes back resolved (`auto` → `cuda` or `cpu`).
     Raises ParameterError for an unknown profile, a seed that is not a non-negative integer,
-    an unknown parameter name, or an override of the wrong type.
+    a device that is not valid here, an unknown parameter name, or an override of the wrong
+    type.
     """
     ch = chapter(key)
     if profile not in PROFILES:
@@ -121,7 +123,10 @@ def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | No
                     f"parameter {name}={value!r} is not valid: a comma-separated list, without "
                     f"repeats, including 'linear', of: {', '.join(LIST_CHOICES[name])}")
         settings[name] = value
-    return {"chapter": ch.stem, "profile": profile, "seed": seed, **settings}
+    from .devices import resolve
+
+    return {"chapter": ch.stem, "profile": profile, "seed": seed, "device": resolve(device),
+            **settings}
 
 
 def parse_seed(text: str) -> int:

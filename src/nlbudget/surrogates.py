@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import stats, timing
+from . import devices, stats, timing
 from .capture import blocks, layout, mlps
 
 RIDGE_LAMBDA = 0.01
@@ -78,7 +78,7 @@ def replaced(model, replacements: dict[int, nn.Module]):
     originals = {l: bl[l].mlp for l in replacements}
     try:
         for l, m in replacements.items():
-            bl[l].mlp = m
+            bl[l].mlp = devices.follow(m, bl[l])
         yield model
     finally:
         for l, m in originals.items():
@@ -189,7 +189,9 @@ def _sweep(model, windows, variants, batch_size, progress) -> Sweep:
     N, T = windows.shape
     base = torch.empty(N, T - 1)
     out = {v: {l: torch.empty(N, T - 1) for l in mods} for v, mods in variants.items()}
+    dev = devices.device_of(model)  # blocks are called directly: no `devices.attach` wrapper
     for sl, ids in _batches(windows, batch_size):
+        ids = ids.to(dev)
         h, kw = lay.embed(model, ids)
         for l, block in enumerate(bl):
             for v, mods in variants.items():
@@ -304,7 +306,7 @@ def progressive_linearization(model, order: list[int], fit_windows: torch.Tensor
         if layer is not None and linearize:
             m.eval()
             fits, _ = fit_layers(m, fit_windows, layers=[layer])
-            blocks(m)[layer].mlp = fits[layer]  # buffers only: frozen, no gradients
+            blocks(m)[layer].mlp = devices.follow(fits[layer], blocks(m)[layer])  # buffers only: frozen, no gradients
             linear.append(layer)
         for _ in range(n_steps):
             lm_step(m, random_windows(train_stream, batch_size, context, gen), opt)
@@ -439,7 +441,7 @@ def two_phase_linearization(model, layers: list[int], fit_windows: torch.Tensor,
     originals = {l: copy.deepcopy(blocks(model)[l].mlp) for l in layers}
     fits, _ = fit_layers(m, fit_windows, layers=layers)
     for l in layers:
-        blocks(m)[l].mlp = fits[l]
+        blocks(m)[l].mlp = devices.follow(fits[l], blocks(m)[l])
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=lr,
                             betas=(0.9, 0.95), weight_decay=0.0)
@@ -450,7 +452,8 @@ def two_phase_linearization(model, layers: list[int], fit_windows: torch.Tensor,
 
     m.requires_grad_(False)
     d = m.config.hidden_size
-    gated = {l: SoftGatedMLP(originals[l], fits[l], d) for l in layers}
+    gated = {l: devices.follow(SoftGatedMLP(originals[l], fits[l], d), blocks(m)[l])
+             for l in layers}
     for l in layers:
         blocks(m)[l].mlp = gated[l]
         gated[l].net.requires_grad_(True)
@@ -472,7 +475,7 @@ def two_phase_linearization(model, layers: list[int], fit_windows: torch.Tensor,
     with torch.no_grad():  # gate statistics over all validation tokens
         use_mlp = {l: [] for l in layers}
         hooks = [g.register_forward_hook(lambda mod, a, o, l=l: use_mlp[l].append(
-            mod.last_gate.flatten())) for l, g in gated.items()]
+            mod.last_gate.flatten().cpu())) for l, g in gated.items()]
         m.eval()
         eval_nll(m, val_windows)
         for h in hooks:

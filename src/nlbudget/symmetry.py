@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import bilinear, stats
+from . import bilinear, devices, stats
 
 
 def install_mlps(model, variant: str, budget: int, seed: int) -> None:
@@ -61,9 +61,9 @@ class ModularResult:
 
 def train_modular(variant: str, p: int, d: int, budget: int, steps: int, seed: int,
                   train_fraction: float = 0.5, lr: float = 1e-2,
-                  weight_decay: float = 1.0) -> ModularResult:
+                  weight_decay: float = 1.0, device: str = "cpu") -> ModularResult:
     """Full-batch AdamW on a random `train_fraction` of all (a, b) pairs; accuracy of
-    (a + b) mod p on the rest."""
+    (a + b) mod p on the rest. The model runs on `device` (`devices.attach`)."""
     g = torch.Generator().manual_seed(seed)
     a, b = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
     a, b = a.flatten(), b.flatten()
@@ -72,7 +72,7 @@ def train_modular(variant: str, p: int, d: int, budget: int, steps: int, seed: i
     n_train = int(train_fraction * p * p)
     tr, te = perm[:n_train], perm[n_train:]
     torch.manual_seed(seed)
-    model = ModularAdder(p, d, variant, budget)
+    model = devices.attach(ModularAdder(p, d, variant, budget), device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay,
                             betas=(0.9, 0.98))
     for _ in range(steps):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from . import models, paths, timing
+from . import devices, models, paths, timing
 from .corpora import Corpus
 from .results import atomic_write_text
 
@@ -120,15 +120,17 @@ def cosine_schedule(optimizer, warmup: int, total: int, floor: float = 0.1):
 
 @timing.timed("training.train")
 def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=None,
-          stream: torch.Tensor | None = None):
+          stream: torch.Tensor | None = None, device: str = "cpu"):
     """Train from scratch with a fixed step budget; returns (model, log). `prepare(model)`,
     if given, modifies the fresh model first (e.g. swaps its MLPs); `stream` is the encoded
-    train split, if the caller has it already."""
+    train split, if the caller has it already. The model trains on `device`
+    (`devices.attach`: batches are drawn on the CPU and moved by the model)."""
     model = models.build_tiny(cfg.kind, seed=cfg.seed, vocab_size=len(tokenizer),
                               n_layer=cfg.n_layer, d_model=cfg.d_model, n_head=cfg.n_head,
                               context=cfg.context)
     if prepare is not None:
         prepare(model)
+    devices.attach(model, device)
     if stream is None:
         stream = encode(corpus, tokenizer, "train")
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -149,15 +151,16 @@ def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=No
 
 @timing.timed("training.train_or_load")
 def train_or_load(cfg: TrainConfig, corpus: Corpus, tokenizer, cache: Path | None = None,
-                  progress=None):
-    """The cached checkpoint for `cfg` on `corpus`, training it first if absent."""
+                  progress=None, device: str = "cpu"):
+    """The cached checkpoint for `cfg` on `corpus`, training it first (on `device`) if
+    absent; the model is attached to `device`."""
     from transformers import AutoModelForCausalLM
 
     d = (cache or paths.cache_dir()) / "checkpoints" / cfg.key(corpus.sha256)
     if (d / "train_log.json").is_file():
-        model = AutoModelForCausalLM.from_pretrained(d).eval()
+        model = devices.attach(AutoModelForCausalLM.from_pretrained(d).eval(), device)
         return model, json.loads((d / "train_log.json").read_text())
-    model, log = train(cfg, corpus, tokenizer, progress)
+    model, log = train(cfg, corpus, tokenizer, progress, device=device)
     tmp = d.with_name(d.name + ".part")
     model.save_pretrained(tmp)
     atomic_write_text(tmp / "train_log.json", json.dumps({**log, "config": asdict(cfg)}))

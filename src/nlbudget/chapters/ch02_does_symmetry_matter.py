@@ -73,7 +73,7 @@ def language_modelling(S: dict, text) -> dict:
                                        warmup=max(1, S["lm_steps"] // 10),
                                        vocab_size=S["lm_vocab"], seed=s)
             model, _ = training.train(
-                cfg, text, tok, stream=stream,
+                cfg, text, tok, stream=stream, device=S["device"],
                 prepare=lambda m, v=v, s=s: symmetry.install_mlps(m, v, 8 * d * d, s))
             out[v].append(surrogates.perplexity(surrogates.eval_nll(model, val)))
     return out
@@ -84,7 +84,8 @@ def modular_addition(S: dict) -> dict:
     """Test and train accuracy of one MLP of each form on (a + b) mod p, per seed."""
     P, D = S["mod_p"], S["mod_d"]
     seeds = [S["seed"] + i for i in range(S["mod_seeds"])]
-    runs = {v: [symmetry.train_modular(v, P, D, 8 * D * D, S["mod_steps"], s) for s in seeds]
+    runs = {v: [symmetry.train_modular(v, P, D, 8 * D * D, S["mod_steps"], s,
+                                         device=S["device"]) for s in seeds]
             for v in S["variants"].split(",")}
     return {v: {"test_acc": [r.test_acc for r in rs], "train_acc": [r.train_acc for r in rs]}
             for v, rs in runs.items()}

@@ -63,7 +63,7 @@ def pretrained(S: dict, text, progress=True) -> dict:
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[S["dtype"]]
     reports = {}
     for name in S["models"].split(","):
-        model, tok = models.load(name, dtype=dtype)
+        model, tok = models.load(name, dtype=dtype, device=S["device"])
         spans = windows(S, text, tok)
         fit_w, eval_w = spans["fit"].windows, spans["eval"].windows
         bar = tqdm(total=len(eval_w), desc=f"{name}: sweep", mininterval=60, disable=not progress)
@@ -93,7 +93,8 @@ def pair(S: dict, text, data: dict) -> tuple[dict, dict]:
     for kind in ("neox-seq", "neox-par"):
         cfg = training.pair_config(kind, S)
         bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
-        model, log = training.train_or_load(cfg, text, data["tok"], progress=bar)
+        model, log = training.train_or_load(cfg, text, data["tok"], progress=bar,
+                                            device=S["device"])
         bar.close()
         trained[kind] = model
         out[kind] = {"params": log["params"], "train_tokens": log["tokens"], "seed": S["seed"],

@@ -99,7 +99,7 @@ def pretrained(S: dict, text, other) -> dict:
     kinds = S["gates"].split(",")
     reports, nofly, ranges = {}, {}, {}
     for name in S["models"].split(","):
-        model, tok = models.load(name, dtype=dtype)
+        model, tok = models.load(name, dtype=dtype, device=S["device"])
         W = S["window"]
         spans = windows(S, text, tok)
         eval_w = spans["eval"].windows
@@ -146,7 +146,7 @@ def pair(S: dict, text) -> dict:
     for kind in ("neox-seq", "neox-par"):
         cfg = training.pair_config(kind, S)
         bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
-        model, _ = training.train_or_load(cfg, text, tok, progress=bar)
+        model, _ = training.train_or_load(cfg, text, tok, progress=bar, device=S["device"])
         bar.close()
         ranges[kind] = {"train": _ranges(spans), "validation": {"eval": [0, pair_eval.numel()]}}
         fits, _ = surrogates.fit_layers(model, spans["fit"].windows, skip_first=True)

@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 from tqdm.std import tqdm
 
-from .. import stats, tasks, timing, universal
+from .. import devices, stats, tasks, timing, universal
 from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision,
                       combine, decided, effect, needs_seeds)
 
@@ -166,6 +166,7 @@ def embedding_training(S: dict) -> list[dict]:
         model = universal.FrozenTransformer(kind, vocab, n_out, S["heads"], S["layers"], S["d"],
                                             m=S["m"], looped=looped, seed=S["seed"] + sd,
                                             **SETTING_KW[setting])
+        devices.attach(model, S["device"])
         base = 10_000 * (1 + sd)
         universal.train_program(model, lambda step: data(S, task, S["batch"], n_len, base + step),
                                 _steps(S, task), lr=S["lr"], progress=bar)

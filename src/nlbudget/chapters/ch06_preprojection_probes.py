@@ -86,7 +86,7 @@ def study(S: dict) -> dict:
     items = lastword_items(S, text)
     out = {}
     for name in S["models"].split(","):
-        model, tok = models.load(name, dtype=dtype)
+        model, tok = models.load(name, dtype=dtype, device=S["device"])
         W = S["window"]
         out[name] = run_model(
             S, name, model, tok, corpora.token_windows(text.text("train"), tok, W, S["train_windows"]),
@@ -97,7 +97,7 @@ def study(S: dict) -> dict:
     C = S["pair_context"]
     cfg = training.pair_config("neox-par", S)
     bar = tqdm(total=cfg.steps, desc="train neox-par", mininterval=60)
-    pair, log = training.train_or_load(cfg, text, tok, progress=bar)
+    pair, log = training.train_or_load(cfg, text, tok, progress=bar, device=S["device"])
     bar.close()
     tr, va = training.encode(text, tok, "train"), training.encode(text, tok, "validation")
     out[PAIR_NAME] = run_model(S, PAIR_NAME, pair, tok, tr[: len(tr) // C * C].view(-1, C),

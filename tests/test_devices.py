@@ -1,0 +1,86 @@
+"""The `device` parameter: validation, and the wrapper that moves a model's inputs and outputs.
+
+No GPU here: moves are checked with PyTorch's `meta` device (tensors with shapes and no data),
+which fails on any arithmetic that mixes it with CPU tensors, as CUDA would."""
+
+import pytest
+import torch
+from torch import nn
+from transformers.modeling_outputs import CausalLMOutput
+
+from nlbudget import devices, gating, profiles, surrogates
+
+
+def test_auto_is_cuda_only_where_cuda_is(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices.resolve("auto") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert devices.resolve("auto") == "cuda"
+
+
+@pytest.mark.parametrize("bad", ["gpu", "CUDA", "cuda:x", "", None, 0])
+def test_a_bad_device_names_the_valid_ones(bad):
+    with pytest.raises(profiles.ParameterError, match="valid: auto, cpu, cuda, cuda:N"):
+        devices.resolve(bad)
+
+
+def test_cuda_where_there_is_none_fails_at_once(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(profiles.ParameterError, match="0 CUDA device"):
+        devices.resolve("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert devices.resolve("cuda:0") == "cuda:0"
+    with pytest.raises(profiles.ParameterError, match="1 CUDA device"):
+        devices.resolve("cuda:1")
+
+
+def test_validate_resolves_the_device_for_every_chapter():
+    for key in profiles.CHAPTERS:
+        assert profiles.validate(key, profile="smoke")["device"] in ("cpu", "cuda")
+        assert profiles.validate(key, profile="smoke", device="cpu")["device"] == "cpu"
+        with pytest.raises(profiles.ParameterError, match="device"):
+            profiles.validate(key, profile="smoke", device="tpu")
+
+
+class Probe(nn.Module):
+    """Reports where its inputs arrived, as text (which no move touches)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x, mask=None):
+        return {"x": str(x.device), "mask": str(mask.device), "w": str(self.w.device)}
+
+
+def test_attach_moves_inputs_to_the_model():
+    m = devices.attach(Probe(), "meta")
+    out = m(torch.zeros(2, 3), mask=torch.ones(2))
+    assert out == {"x": "meta", "mask": "meta", "w": "meta"}
+    assert m._nlbudget_callers == []  # the record of the caller's device is popped
+    devices.attach(m, "meta")  # attaching again: still one wrapper
+    assert len(m._forward_pre_hooks) == 1 and len(m._forward_hooks) == 1
+
+
+def test_attach_returns_outputs_to_the_callers_device():
+    lin = devices.attach(nn.Linear(3, 2), "cpu")
+    assert lin(torch.zeros(4, 3)).device.type == "cpu"
+    out = CausalLMOutput(loss=torch.zeros(()), logits=torch.zeros(1, 2, 5))
+    moved = devices._move(out, torch.device("meta"))
+    assert type(moved) is CausalLMOutput and moved.logits.is_meta and moved.loss.is_meta
+    nested = devices._move((torch.zeros(1), [torch.zeros(1), None], {"a": 1}), "meta")
+    assert nested[0].is_meta and nested[1][0].is_meta and nested[1][1] is None
+    assert nested[2] == {"a": 1}
+
+
+def test_a_replacement_follows_the_model_it_enters():
+    # a hybrid holds the model's MLP, a CPU-fitted surrogate and a CPU-fitted gate: all move
+    d = 4
+    old = nn.Linear(d, d).to("meta")
+    sur = surrogates.LinearSurrogate(torch.eye(d), torch.zeros(d))
+    gate = gating.Gate(torch.zeros(d), torch.ones(d), nn.Linear(d, 1), "linear", d + 1)
+    hybrid = gating.HybridMLP(nn.Linear(d, d), sur, gate)
+    devices.follow(hybrid, old)
+    assert all(t.is_meta for t in [*hybrid.parameters(), *hybrid.buffers()])
+    assert devices.device_of(nn.Module()).type == "cpu"
