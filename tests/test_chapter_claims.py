@@ -265,11 +265,11 @@ def layer_row(l, routed=0.5, cost=0.005, half=0.002, random_gain=(0.01, 0.03),
                                 "ci_family": (cost - half, cost + half)},
            "random": {"cost": cost + 0.02, "vs_gate_ci_family": random_gain},
            "all_linear": {"cost": 2 * cost},
-           "auc": {"linear:x": list(auc), "linear:r": list(auc), "linear:c": list(auc),
+           "auc": {"linear:x": list(auc), "linear:h": list(auc), "linear:c": list(auc),
                    "linear:e": list(tok_auc)},
-           "auc_family": {"linear:x": list(auc), "linear:r": list(auc), "linear:e": list(tok_auc)},
-           "auc_diff_family": {"linear:c−linear:r": list(ctx_diff),
-                               "linear:e−linear:r": [tok_auc[0] - auc[0]] * 3},
+           "auc_family": {"linear:x": list(auc), "linear:h": list(auc), "linear:e": list(tok_auc)},
+           "auc_diff_family": {"linear:c−linear:h": list(ctx_diff),
+                               "linear:e−linear:h": [tok_auc[0] - auc[0]] * 3},
            "delta": {"share_abs_below_0.05": near, "share_of_total_from_top_10pct": top}}
     if mlp_gain is not None:
         row["auc_diff_family"]["mlp-16−linear:x"] = list(mlp_gain)

@@ -75,8 +75,8 @@ def test_token_context_split_sums_back_exactly():
         m = model.to(dtype)
         acts = gating.activations(m, ids, batch_size=3)
         for l in range(3):
-            e, c = gating.split_token_context(acts["r"][l], acts["e"])
-            assert torch.equal(e + c, acts["r"][l].double())
+            e, c = gating.split_token_context(acts["h"][l], acts["e"])
+            assert torch.equal(e + c, acts["h"][l].double())
             assert not torch.equal(c, torch.zeros_like(c))
         torch.testing.assert_close(acts["e"], m.model.embed_tokens(ids))
     model.float()
@@ -88,7 +88,7 @@ def test_captured_residual_is_what_the_mlp_norm_reads():
     acts = gating.activations(model, ids, batch_size=8)
     for l, block in enumerate(capture.blocks(model)):
         with torch.no_grad():
-            x = block.post_attention_layernorm(acts["r"][l])
+            x = block.post_attention_layernorm(acts["h"][l])
         torch.testing.assert_close(x, acts["x"][l])
 
 
@@ -197,14 +197,14 @@ def test_gating_report_and_two_phase_run_on_a_tiny_model():
     curve = rep["per_layer"][1]["curve"]
     assert [p["target"] for p in curve] == [0.25, None, 0.75]  # sorted by share routed
     assert curve[0]["routed"] < curve[2]["routed"]
-    assert set(rep["per_layer"][1]["auc"]) == {"linear:x", "linear:r", "linear:e", "linear:c",
+    assert set(rep["per_layer"][1]["auc"]) == {"linear:x", "linear:h", "linear:e", "linear:c",
                                                "pca-2"}
     row = rep["per_layer"][1]
-    assert set(row["auc_diff_family"]) == {"pca-2−linear:x", "linear:c−linear:r",
-                                           "linear:e−linear:r"}
+    assert set(row["auc_diff_family"]) == {"pca-2−linear:x", "linear:c−linear:h",
+                                           "linear:e−linear:h"}
     assert len(row["random"]["draws"]) == 3
     assert abs(row["random"]["routed"] - row["random"]["target"]) < 0.2
-    assert set(rep["per_layer"][0]["auc"]) == {"linear:x", "linear:r", "linear:e", "linear:c"}
+    assert set(rep["per_layer"][0]["auc"]) == {"linear:x", "linear:h", "linear:e", "linear:c"}
     assert set(rep["per_layer"][2]["auc"]) == {"linear:x"}
     comp = rep["compound"]
     assert comp["k_star"] in [int(k) for k in comp["selection"]] + [0]

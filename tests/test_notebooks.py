@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import yaml
 
-from nlbudget import book, incremental, paths, profiles, results, runner
+from nlbudget import book, exercises, incremental, paths, profiles, results, runner
 
 NOTEBOOKS = sorted((paths.repo_root() / "notebooks").glob("*.ipynb"))
 KEYS = runner.available_chapters()
@@ -78,18 +78,6 @@ def test_toc_lists_every_chapter():
 
 
 # ---------------------------------------------------------------- execution (smoke)
-
-@pytest.fixture(scope="session")
-def smoke(tmp_path_factory):
-    """Every chapter at smoke, run the way `nlbudget book` runs them (incrementally)."""
-    root = tmp_path_factory.mktemp("smoke")
-    res, bld = root / "results", root / "build"
-    t = time.perf_counter()
-    out = incremental.run_chapters("smoke", 0, res, bld, log=print)
-    assert set(out.values()) == {"ran"}
-    print(f"smoke chapters: {time.perf_counter() - t:.0f} s")
-    return res, bld
-
 
 @pytest.mark.notebooks
 def test_rebuild_with_nothing_changed_runs_nothing(smoke):
@@ -209,6 +197,22 @@ def test_book_builds_with_warnings_as_errors(smoke):
         page = (html / "notebooks" / f"{p.stem}.html").read_text()
         assert 'results_dir = "' not in page and "it/s]" not in page, p.stem
     assert "_static/mathjax" in part1  # math is served offline
+    for key in exercises.available():  # each chapter's exercises, solutions folded
+        stem = profiles.chapter(key).stem
+        page = (html / "notebooks" / "exercises" / f"{stem}.html").read_text()
+        n = len(exercises.catalogue(key))
+        assert page.count("Show the solution to exercise") == n, stem
+        assert len(re.findall(r'<details class="[^"]*hide[^"]*above-input', page)) == n, stem
+        assert "NotImplementedError" in page and page.count("matches the library") >= n - 1
+        assert not re.search(r"✗ [^<\n]*(wrong for|raised|but the book measured)", page)
+        chapter = (html / "notebooks" / f"{stem}.html").read_text()
+        assert f"exercises/{stem}.html" in chapter  # listed under its chapter
+    index_page = (html / "intro.html").read_text()
+    assert 'href="course.html"' in index_page and 'href="notation.html"' in index_page
+    course = (html / "course.html").read_text()
+    assert "ex01-gated" in course and '<span class="pre">06</span> <span class="pre">--profile</span>' in course
+    assert "The heaviest chapter of this build" in course
+    assert "Where the book departs" in (html / "notation.html").read_text()
     rerun = (html / "rerun.html").read_text()
     assert "01_gated_mlp_symmetry" in rerun and "all chapters" in rerun  # the timing table
     lines = []  # nothing changed: the HTML is kept as it is

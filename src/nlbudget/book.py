@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import incremental, paths, profiles, results, runner
+from . import exercises, incremental, paths, profiles, results, runner
 
 PART_TITLES = {
     "I": "Part I — Gated MLPs as symmetry-broken bilinear attention",
@@ -153,6 +153,41 @@ def timings_markdown(profile: str, results_dir: Path | None = None,
     return "\n".join(lines) + "\n"
 
 
+#: The course page's six meetings, in reading order: (chapter key, what the meeting is about).
+MEETINGS = (("01", "what a gated MLP computes, and the symmetries its gate breaks"),
+            ("02", "whether breaking the symmetry matters, at one parameter budget"),
+            ("03", "how much of each MLP is linear: ridge surrogates and their cost"),
+            ("04", "which tokens can skip the MLP: gates, labels, routing, savings"),
+            ("05", "programming a frozen transformer through its embedding"),
+            ("06", "a nonlinearity before Q/K/V, against LoRA at the same budget; the ledger"))
+
+
+def course_plan_markdown(profile: str, results_dir: Path | None = None) -> str:
+    """The course page's plan: per meeting, the chapter, its exercises with minutes, and what
+    to run before class with the time this build took (from the results files)."""
+    lines = ["| meeting | topic | exercises (minutes) | before class | time here |",
+             "|---|---|---|---|---|"]
+    times = {}
+    for i, (key, topic) in enumerate(MEETINGS, start=1):
+        ch = profiles.chapter(key)
+        ex = exercises.catalogue(key) if key in exercises.available() else []
+        listed = "; ".join(f"{{ref}}`{e['number']} <{e['label']}>` "
+                           f"({e['minutes']})" for e in ex)
+        try:
+            t = times[key] = results.read(ch.stem, profile, results_dir)["timings"]["total_s"]
+            took = f"{t / 60:.1f} min" if t >= 60 else f"{t:.0f} s"
+        except (FileNotFoundError, KeyError):
+            took = "not run"
+        lines.append(f"| {i} | {{doc}}`notebooks/{ch.stem}`: {topic} | {len(ex)}: {listed}; "
+                     f"{sum(e['minutes'] for e in ex)} in all | `nlbudget run {key} --profile "
+                     f"{profile}` | {took} |")
+    if times:
+        key = max(times, key=times.get)
+        lines += ["", f"The heaviest chapter of this build is {key} "
+                  f"({times[key] / 60:.1f} minutes at `{profile}`): run it before class."]
+    return "\n".join(lines) + "\n"
+
+
 def _sync(files: dict[str, bytes], site: Path) -> list[str]:
     """Make `site` hold exactly `files` (relative path -> content), leaving its `_build`
     alone and every unchanged file untouched (so Sphinx sees it as unchanged). Returns the
@@ -180,7 +215,8 @@ def _sync(files: dict[str, bytes], site: Path) -> list[str]:
 def stage(profile: str, build_dir: Path | None = None,
           results_dir: Path | None = None) -> tuple[Path, list[str]]:
     """Stage the book's sources in `<build>/<profile>/site/`: the pages of `book/`, the
-    executed chapters under `notebooks/`, the generated ledger page and its figure.
+    executed chapters under `notebooks/` and their exercises under `notebooks/exercises/`,
+    the generated ledger page and its figure.
     Returns the folder and the staged files that changed since the last staging."""
     build = Path(build_dir or paths.build_dir()) / profile
     site = build / "site"
@@ -197,6 +233,12 @@ def stage(profile: str, build_dir: Path | None = None,
             raise FileNotFoundError(f"chapter {stem} has not been executed at profile {profile!r} "
                                     f"({executed}); run `nlbudget run {key} --profile {profile}`")
         files[f"notebooks/{executed.name}"] = executed.read_bytes()
+    for key in exercises.available():
+        executed = exercises._paths(key, profile, build_dir)[0]
+        if not executed.is_file():
+            raise FileNotFoundError(f"the exercises of chapter {key} have not been executed at "
+                                    f"profile {profile!r} ({executed}); run `nlbudget book`")
+        files[f"notebooks/exercises/{executed.name}"] = executed.read_bytes()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -211,6 +253,7 @@ def stage(profile: str, build_dir: Path | None = None,
     files["ledger_overview.png"] = buf.getvalue()
     files["ledger.md"] = ledger_markdown(profile, results_dir, "ledger_overview.png").encode()
     files["timings.md"] = timings_markdown(profile, results_dir, build_dir).encode()
+    files["course_plan.md"] = course_plan_markdown(profile, results_dir).encode()
     site.mkdir(parents=True, exist_ok=True)
     return site, _sync(files, site)
 
@@ -219,11 +262,12 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
           results_dir: Path | None = None, seed: int = 0, force: bool = False,
           log=incremental.say) -> Path:
     """Run the chapters that are not fresh (every chapter with `force`; none with
-    `run=False`), stage, and build the HTML book with warnings as errors — incrementally:
+    `run=False`), then their exercise notebooks that are not fresh, stage, and build the HTML book with warnings as errors — incrementally:
     Sphinx rereads only the pages whose staged source changed, and nothing at all when no
     page changed. Returns the path of `index.html`."""
     if run:
         incremental.run_chapters(profile, seed, results_dir, build_dir, force=force, log=log)
+        exercises.run_all(profile, results_dir, build_dir, force=force, log=log)
     site, changed = stage(profile, build_dir, results_dir)
     index = site / "_build" / "html" / "index.html"
     if not changed and index.is_file() and not force:

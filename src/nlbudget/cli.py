@@ -1,4 +1,5 @@
-"""`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget fetch`."""
+"""`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget student-edition`,
+`nlbudget fetch`."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     led.add_argument("--profile", default="ci")
     led.add_argument("--results-dir", default=None)
     led.add_argument("--markdown", action="store_true", help="the book page's markdown instead")
+    st = sub.add_parser("student-edition", help="write the exercise notebooks without their "
+                        "solutions")
+    st.add_argument("--out", default=None, help="folder (default: build/student)")
     f = sub.add_parser("fetch", help="fetch an offline model or corpus into the cache")
     f.add_argument("asset", help="smollm2-135m, pydocs or shakespeare")
     args = ap.parse_args(argv)
@@ -70,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
                                      f"{', '.join(profiles.PROFILES)}")
             print(ledger_markdown(args.profile, args.results_dir) if args.markdown
                   else ledger_text(args.profile, args.results_dir))
+        elif args.cmd == "student-edition":
+            from .exercises import student_edition
+            for p in student_edition(args.out):
+                print(f"wrote {p}")
         elif args.cmd == "fetch":
             from . import corpora, models
             if args.asset in models.OFFLINE_MODELS:

@@ -36,11 +36,11 @@ def delta_labels(delta: torch.Tensor) -> tuple[torch.Tensor, float, str]:
 
 
 def split_token_context(resid: torch.Tensor, embed: torch.Tensor):
-    """P3 §3.3, for pre-norm models: the residual stream r_i that the pre-MLP norm reads is
-    split into the token's own embedding e_i and the context c_i = r_i − e_i (everything
-    attention and earlier blocks added). Float64, so e + c reproduces r exactly."""
-    r, e = resid.double(), embed.double()
-    return e, r - e
+    """P3 §3.3, for pre-norm models: the residual stream h_i that the pre-MLP norm reads is
+    split into the token's own embedding e_i and the context c_i = h_i − e_i (everything
+    attention and earlier blocks added). Float64, so e + c reproduces h exactly."""
+    h, e = resid.double(), embed.double()
+    return e, h - e
 
 
 class Gate(nn.Module):
@@ -388,8 +388,8 @@ def flops_per_token(model, context: int) -> Flops:
 
 @torch.no_grad()
 def activations(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
-    """Every layer's MLP input x and residual stream r (what the pre-MLP norm reads), and
-    the token embeddings e, over `windows`: {"x": {l: (N, T, d)}, "r": {…}, "e": (N, T, d)}."""
+    """Every layer's MLP input x and residual stream h (what the pre-MLP norm reads), and
+    the token embeddings e, over `windows`: {"x": {l: (N, T, d)}, "h": {…}, "e": (N, T, d)}."""
     from .capture import MLPCapture, layout
 
     N, T = windows.shape
@@ -401,7 +401,7 @@ def activations(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
     e = torch.cat([lay.embed(model, windows[i:i + batch_size].to(dev))[0].cpu()
                    for i in range(0, N, batch_size)])
     return {"x": {l: cap[f"layers.{l}.mlp.in"].view(N, T, -1) for l in cap.layers},
-            "r": {l: cap[f"layers.{l}.mlp.resid"].view(N, T, -1) for l in cap.layers},
+            "h": {l: cap[f"layers.{l}.mlp.resid"].view(N, T, -1) for l in cap.layers},
             "e": e}
 
 
@@ -440,8 +440,8 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     * `fits`: every layer's ridge surrogate (fit elsewhere, without position 0, which always
       keeps its MLP).
     * `gate_windows` (training): δ labels from one linearization sweep; per layer, a linear
-      gate on the MLP input x; at `probe_layers` (default: all) also on the residual stream r
-      the pre-MLP norm reads, the token embedding e and the context c = r − e; at `curve_layers`,
+      gate on the MLP input x; at `probe_layers` (default: all) also on the residual stream h
+      the pre-MLP norm reads, the token embedding e and the context c = h − e; at `curve_layers`,
       gates of every kind in `kinds` on x (evaluated at thresholds that route as many training
       tokens as the d+1 gate at g > ½, so that costs compare at the same routed fraction).
     * `select_windows` (held out from training): the same sweep gives their δ; every gate's
@@ -481,9 +481,9 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     lap("activations")
 
     def parts(acts, l, rows):
-        r = _rows(acts["r"][l][rows])
-        e, c = split_token_context(r, _rows(acts["e"][rows]))
-        return {"x": _rows(acts["x"][l][rows]), "r": r.double(), "e": e, "c": c}
+        h = _rows(acts["h"][l][rows])
+        e, c = split_token_context(h, _rows(acts["e"][rows]))
+        return {"x": _rows(acts["x"][l][rows]), "h": h.double(), "e": e, "c": c}
 
     train_rows, sel_rows = slice(0, n_gate), slice(n_gate, None)
     window_of = _rows(torch.arange(select_windows.shape[0])[:, None]
@@ -493,10 +493,10 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
     for l in range(L):
         y, thr, rule = delta_labels(d_gate[l])
         X, Xs = parts(acts, l, train_rows), parts(acts, l, sel_rows)
-        # x: the routing gate (the paper's); r, e, c: the token/context comparison, all in the
-        # residual stream's coordinates (r = e + c exactly)
+        # x: the routing gate (the paper's); h, e, c: the token/context comparison, all in the
+        # residual stream's coordinates (h = e + c exactly)
         gates[l] = {f"linear:{p}": fit_gate("linear", X[p], y, seed)
-                    for p in ("xrec" if l in probe_layers else "x")}
+                    for p in ("xhec" if l in probe_layers else "x")}
         with torch.no_grad():  # the share of training tokens the d+1 gate routes at g > ½
             routed_train[l] = float((gates[l]["linear:x"](X["x"]) > 0.5).double().mean())
         if l in curve_layers:
@@ -514,9 +514,9 @@ def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows:
         yl = y_sel.numpy()
         # intervals that hold together over the L layers (Bonferroni), for "any"/"share" claims
         fam = {k: bootstrap_auc(scores[k], yl, window_of, n_boot, seed, family)
-               for k in ("linear:x", "linear:r", "linear:e") if k in scores}
+               for k in ("linear:x", "linear:h", "linear:e") if k in scores}
         pairs = [(k, "linear:x") for k in scores if not k.startswith("linear:")]
-        pairs += [(k, "linear:r") for k in ("linear:c", "linear:e") if k in scores]
+        pairs += [(k, "linear:h") for k in ("linear:c", "linear:e") if k in scores]
         diffs = {f"{a}−{b}": bootstrap_auc_diff(scores[a], scores[b], yl, window_of, n_boot,
                                                 seed, family) for a, b in pairs}
         per_layer.append({

@@ -25,7 +25,7 @@ from . import paths, profiles, results, runner
 from .assets import sha256
 
 #: Modules no chapter imports (the build and the command line): editing them reruns nothing.
-NOT_CHAPTER_INPUTS = ("book.py", "cli.py", "incremental.py")
+NOT_CHAPTER_INPUTS = ("book.py", "checks.py", "cli.py", "exercises.py", "incremental.py")
 
 
 def _sha(data: bytes) -> str:

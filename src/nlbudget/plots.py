@@ -205,11 +205,11 @@ def routing_curves(rows: list, max_cost: float = 0.01):
 
 def auc_parts(per_layer: list, paper=None):
     """Gate AUC per layer for the inputs it reads — the MLP input x (the routing gate), the
-    residual stream r, only the token embedding e, only the context c = r − e — with 95 %
+    residual stream h, only the token embedding e, only the context c = h − e — with 95 %
     intervals; the paper's points dashed."""
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    names = {"linear:x": "routing gate (MLP input x)", "linear:r": "full (residual r)",
-             "linear:c": "context c = r − e", "linear:e": "token e"}
+    names = {"linear:x": "routing gate (MLP input x)", "linear:h": "full (residual h)",
+             "linear:c": "context c = h − e", "linear:e": "token e"}
     for i, (key, label) in enumerate(names.items()):
         rows = [r for r in per_layer if key in r["auc"]]
         if not rows:

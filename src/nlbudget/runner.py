@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -61,27 +62,39 @@ def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | N
     out = out_dir / f"{ch.stem}.ipynb"
     tmp = out_dir / f".{ch.stem}.running.ipynb"
     quiet = bool(os.environ.get("CI")) or not sys.stderr.isatty()
-    # the kernel inherits this process's environment: it must find the same checkout, and
-    # draw figures inline even where MPLBACKEND=Agg is set (tox, tests), or pages lose plots
-    kernel_env = {"NLBUDGET_ROOT": str(paths.repo_root()),
-                  "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
-    saved = {k: os.environ.get(k) for k in kernel_env}
-    os.environ.update(kernel_env)
-    try:
+    with kernel_environment():
         pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name="python3",
                             cwd=str(src.parent), execution_timeout=timeout,
                             progress_bar=not quiet, log_output=False)
+    hide_injected_parameters(tmp)
+    tmp.replace(out)
+    return out
+
+
+@contextlib.contextmanager
+def kernel_environment(**extra: str):
+    """The environment a notebook's kernel inherits while papermill runs it: the same checkout,
+    and figures drawn inline even where MPLBACKEND=Agg is set (tox, tests), or pages lose
+    plots; plus `extra`. Restored on exit."""
+    env = {"NLBUDGET_ROOT": str(paths.repo_root()),
+           "MPLBACKEND": "module://matplotlib_inline.backend_inline", **extra}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    nb = nbformat.read(tmp, as_version=4)
-    for cell in nb.cells:  # papermill's injected parameters stay in the notebook, off the page
+
+
+def hide_injected_parameters(path: Path) -> None:
+    """Papermill's injected parameters stay in an executed notebook, off the page."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
-    nbformat.write(nb, tmp)
-    tmp.replace(out)
-    return out
+    nbformat.write(nb, path)

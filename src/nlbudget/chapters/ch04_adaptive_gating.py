@@ -298,11 +298,11 @@ def claim_larger_gates(F, S) -> Claim:
 
 def claim_context_not_token(F, S) -> Claim:
     """P3: "the context-only gate matches the full gate within 0.004 AUC; token-only ≈ chance".
-    The three gates read the residual stream's coordinates: full r, token e, context c = r − e.
-    Part (context): per layer, AUC(c) − AUC(r) within ±AUC_MARGIN; part (token): per layer, the
+    The three gates read the residual stream's coordinates: full h, token e, context c = h − e.
+    Part (context): per layer, AUC(c) − AUC(h) within ±AUC_MARGIN; part (token): per layer, the
     token gate's AUC within ±CHANCE_MARGIN of 0.5. Each part holds at LAYER_SHARE of layers."""
     name = _main(F)
-    key = "linear:c−linear:r"
+    key = "linear:c−linear:h"
     rows = [r for r in F["pretrained"][name]["per_layer"] if key in r["auc_diff_family"]]
     ctx = [null(r["auc_diff_family"][key][1], r["auc_diff_family"][key][2], margin=AUC_MARGIN)
            for r in rows]
@@ -311,16 +311,16 @@ def claim_context_not_token(F, S) -> Claim:
     dc = _majority(ctx, LAYER_SHARE, "context ≈ full")
     dt = _majority(tokd, LAYER_SHARE, "token ≈ chance")
     dec, parts = by_parts({"context ≈ full": dc, "token ≈ chance": dt})
-    aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:r", "linear:c", "linear:e")}
+    aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:h", "linear:c", "linear:e")}
     rng = {k: f"{min(v):.3f}–{max(v):.3f}" for k, v in aucs.items()}
     return decided("P3.context-not-token", dec, parts=parts,
-                   measured=f"{name}: AUC full (r) {rng['linear:r']}, context {rng['linear:c']}, "
+                   measured=f"{name}: AUC full (h) {rng['linear:h']}, context {rng['linear:c']}, "
                    f"token {rng['linear:e']}",
                    control="the full gate (context part) and chance, 0.5 (token part); corrected "
                    "paired intervals over held-out windows",
                    author_data="GPT-2 Medium: token-only 0.533–0.568 vs full 0.536–0.609",
                    needs="more held-out select windows", scale=_scale(F, S),
-                   note="split in the residual stream (r = e + c exactly), not the paper's x − e "
+                   note="split in the residual stream (h = e + c exactly), not the paper's x − e "
                    "(x is normalized, e is not)")
 
 
@@ -356,7 +356,7 @@ def claim_nofly(F, S) -> Claim:
     same = nf["by_target"][f"{S['corpus']} (test split)"]
     lo, hi = cross["r_nofly_ci"]
     need = stats.n_for_correlation(R_MARGIN)
-    dec = null(lo, hi, margin=R_MARGIN, what="r")
+    dec = null(lo, hi, margin=R_MARGIN, what="ρ")
 
     def fr(r):
         return "n/a" if r is None else f"{r:+.2f}"
@@ -364,14 +364,14 @@ def claim_nofly(F, S) -> Claim:
     return decided(
         "P3.nofly-cross-corpus", dec,
         measured=f"{name} L{nf['layer']}: {cross['n_nofly']} no-fly tokens (target-keyed, as the "
-        f"author's code); r over those found again: cross-domain {fr(cross['r_nofly'])} "
+        f"author's code); ρ over those found again: cross-domain {fr(cross['r_nofly'])} "
         f"({cross['found']} found, 95 % CI {fr(lo)}…{fr(hi)}), same domain {fr(same['r_nofly'])} "
         f"({same['found']} found); over all {cross['n_common']} common tokens: "
         f"{fr(cross['r_common'])} (CI {fr(cross['r_common_ci'][0])}…{fr(cross['r_common_ci'][1])})",
-        control=f"no correlation: r within ±{R_MARGIN}",
+        control=f"no correlation: ρ within ±{R_MARGIN}",
         needs=f"≈ {need} no-fly tokens found again in the other corpus (here {cross['found']}): "
         "more no-fly windows",
-        author_data="r = 0.041 (same domain), −0.062 (cross-domain)", scale=_scale(F, S),
+        author_data="ρ = 0.041 (same domain), −0.062 (cross-domain)", scale=_scale(F, S),
         note="the list statistic is range-restricted; the all-token correlation is reported too")
 
 

@@ -1,0 +1,469 @@
+"""Checks for the exercise notebooks (`notebooks/exercises/`): a student's function against
+the library's own, on seeded cases.
+
+A function check calls the student's function and the reference on the same inputs; it prints
+one line (✓) when every case agrees, and otherwise raises `CheckFailed`, naming the case, what
+was expected, what came back and the largest difference. A stub that still raises
+`NotImplementedError` is not caught: the notebook stops there.
+
+A prediction check compares a prediction with the chapter's results file (what this build
+measured). A prediction is a claim about data, not code: a wrong one is reported (✗, with the
+measured value) and the check returns False; it raises only for a prediction of the wrong form.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+
+from . import bilinear, gating, preprojection, profiles, results, surrogates, symmetry, tasks
+from . import universal
+
+
+class CheckFailed(AssertionError):
+    """The student's function disagrees with the reference; the message says where."""
+
+
+# ------------------------------------------------------------------ machinery
+
+def _show(v, width: int = 160) -> str:
+    if isinstance(v, torch.Tensor):
+        flat = v.detach().flatten()[:6].tolist()
+        s = f"tensor of shape {tuple(v.shape)}, {v.dtype}: first values {flat}"
+    else:
+        s = repr(v)
+    return s if len(s) <= width else s[:width] + "…"
+
+
+def _difference(got, want, atol: float, rtol: float):
+    """None when `got` matches `want`, else (what differs, largest difference or None)."""
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"expected a tensor, got {type(got).__name__}", None
+        if got.shape != want.shape:
+            return f"shape {tuple(got.shape)} instead of {tuple(want.shape)}", None
+        if want.dtype == torch.bool or got.dtype == torch.bool:
+            bad = int((got.bool() != want.bool()).sum())
+            return (f"{bad} of {want.numel()} entries differ", None) if bad else None
+        diff = (got.double() - want.double()).abs()
+        tol = atol + rtol * want.double().abs()
+        if not torch.isfinite(got.double()).all():
+            return "non-finite values", None
+        if bool((diff > tol).any()):
+            return "values differ", float(diff.max())
+        return None
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            return f"expected {len(want)} results, got {_show(got)}", None
+        for i, (g, w) in enumerate(zip(got, want)):
+            d = _difference(g, w, atol, rtol)
+            if d is not None:
+                return f"result {i}: {d[0]}", d[1]
+        return None
+    if isinstance(want, bool):
+        return None if got == want else ("differs", None)
+    if isinstance(want, (int, float)):
+        if not isinstance(got, (int, float)) or isinstance(got, bool):
+            return f"expected a number, got {type(got).__name__}", None
+        if not math.isclose(got, want, rel_tol=rtol, abs_tol=atol):
+            return "values differ", abs(got - want)
+        return None
+    return None if got == want else ("differs", None)
+
+
+def check_function(name: str, student, reference, cases: list[tuple[str, tuple]],
+                   atol: float = 1e-6, rtol: float = 1e-5) -> int:
+    """Call `student(*args)` and `reference(*args)` for every (description, args) case.
+    Prints a success line or raises `CheckFailed`. Returns the number of cases."""
+    for desc, args in cases:
+        want = reference(*args)
+        try:
+            got = student(*args)
+        except NotImplementedError:
+            raise  # a stub: the exercise is still to do
+        except Exception as e:
+            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for {desc}: "
+                              f"{e}") from e
+        d = _difference(got, want, atol, rtol)
+        if d is not None:
+            what, largest = d
+            msg = [f"✗ {name}: wrong for {desc}", f"  what differs: {what}",
+                   f"  expected: {_show(want)}", f"  got:      {_show(got)}"]
+            if largest is not None:
+                msg.append(f"  largest difference: {largest:.3g} (tolerance {atol:g} + "
+                           f"{rtol:g}·|expected|)")
+            raise CheckFailed("\n".join(msg))
+    print(f"✓ {name}: matches the library on all {len(cases)} seeded cases")
+    return len(cases)
+
+
+def check_prediction(name: str, predicted, measured, profile: str, detail: str = "",
+                     right: bool | None = None) -> bool:
+    """Compare a prediction with what the build measured (equal, unless `right` says);
+    report either way."""
+    if (predicted == measured) if right is None else right:
+        print(f"✓ {name}: you predicted {predicted!r}; the book measured {measured!r} "
+              f"(profile {profile}). {detail}".rstrip())
+        return True
+    print(f"✗ {name}: you predicted {predicted!r}, but the book measured {measured!r} "
+          f"(profile {profile}). {detail}".rstrip())
+    return False
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(*shape, seed: int, dtype=torch.float64) -> torch.Tensor:
+    return torch.randn(*shape, generator=_gen(seed), dtype=dtype)
+
+
+def start(key: str, profile: str) -> None:
+    """An exercise notebook's parameter check: a known chapter and profile, or a message that
+    names the valid ones."""
+    profiles.chapter(key)
+    if profile not in profiles.PROFILES:
+        raise profiles.ParameterError(f"unknown profile {profile!r}; valid profiles: "
+                                      f"{', '.join(profiles.PROFILES)}")
+
+
+def chapter_results(key: str, profile: str, results_dir=None) -> dict:
+    """The chapter's results file at `profile` (the figures a prediction is checked against).
+    Fails at once for an unknown profile; says which command writes a missing file."""
+    start(key, profile)
+    return results.read(profiles.chapter(key).stem, profile, results_dir)
+
+
+# ------------------------------------------------------------------ Part I: chapter 01
+
+def _qkv(cls, act, d, n, seed):
+    torch.manual_seed(seed)
+    m = cls(d, n, act=act).double()
+    return m, m.q.weight.detach(), m.k.weight.detach(), m.v.weight.detach()
+
+
+def _qkv_cases(seeds=(0, 1, 2)):
+    out = []
+    for i, act in enumerate(("silu", "relu", "gelu", "linear")):
+        for s in seeds:
+            d, n = 3 + s, 4 + 2 * s
+            x = _randn(5, d, seed=100 + s)
+            out.append((f"σ = {act}, d = {d}, n = {n}, seed {s}", (act, d, n, s, x)))
+    return out
+
+
+def _qkv_check(name: str, cls, student) -> int:
+    def ref(act, d, n, s, x):
+        return _qkv(cls, act, d, n, s)[0](x).detach()
+
+    def stu(act, d, n, s, x):
+        _, Q, K, V = _qkv(cls, act, d, n, s)
+        return student(x, Q, K, V, act)
+    return check_function(name, stu, ref, _qkv_cases())
+
+
+def gated_mlp(student) -> int:
+    """Exercise 1.1: eq. (5), (σ(x Qᵀ) ⊙ x Kᵀ) Vᵀ with weights in `nn.Linear`'s layout."""
+    return _qkv_check("gated_mlp (eq. 5)", bilinear.GatedMLP, student)
+
+
+def symmetric_mlp(student) -> int:
+    """Exercise 1.2: eq. (4), σ((x Qᵀ) ⊙ (x Kᵀ)) Vᵀ."""
+    return _qkv_check("symmetric_mlp (eq. 4)", bilinear.SymmetricBilinearMLP, student)
+
+
+def exchange_error(student) -> int:
+    """Exercise 1.3: ‖f(x) − f'(x)‖ / ‖f(x)‖ for the gated MLP f and its exchanged copy f'."""
+    def ref(act, d, n, s, x):
+        m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
+        return bilinear.relative_error(m, bilinear.exchanged(m), x)
+
+    def stu(act, d, n, s, x):
+        _, Q, K, V = _qkv(bilinear.GatedMLP, act, d, n, s)
+        return float(student(x, Q, K, V, act))
+    return check_function("exchange_error", stu, ref, _qkv_cases(), atol=1e-9, rtol=1e-6)
+
+
+def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> bool:
+    """Exercise 1.4: the activations for which the gated MLP is exchange-symmetric."""
+    acts = set(bilinear.ACTIVATIONS) & {"relu", "gelu", "silu", "linear"}
+    if not isinstance(predicted, (set, frozenset)) or not set(predicted) <= acts:
+        raise CheckFailed(f"a prediction is a set of activation names from {sorted(acts)}, "
+                          f"got {predicted!r}")
+    errors = chapter_results("01", profile, results_dir)["figures"]["exchange_error_gated"]
+    measured = {a for a, e in errors.items() if e < 1e-9}
+    detail = "Relative errors: " + ", ".join(f"{a} {e:.2g}" for a, e in errors.items()) + "."
+    return check_prediction("exchange symmetry", set(predicted), measured, profile, detail)
+
+
+# ------------------------------------------------------------------ Part I: chapter 02
+
+def hidden_width(student) -> int:
+    """Exercise 2.1: hidden units that give a variant `budget` weights at width d."""
+    cases = [(f"{v}, d = {d}, budget = {b}", (v, d, b))
+             for v in bilinear.VARIANTS for d, b in ((64, 8 * 64 * 64), (96, 20_000), (7, 100))]
+    return check_function("hidden_width", lambda *a: int(student(*a)), bilinear.hidden_width,
+                          cases, atol=0, rtol=0)
+
+
+def _llama_mlp(Wg, Wu, Wd):
+    lin = [torch.nn.Linear(1, 1, bias=False) for _ in range(3)]
+    for l, w in zip(lin, (Wg, Wu, Wd)):
+        l.weight = torch.nn.Parameter(w)
+    return SimpleNamespace(gate_proj=lin[0], up_proj=lin[1], down_proj=lin[2], act_fn=F.silu)
+
+
+def llama_exchange(student) -> int:
+    """Exercise 2.2: the relative output change of a Llama-style MLP
+    down(SiLU(gate x) ⊙ up x) when its gate and up projections are exchanged."""
+    cases = []
+    for s in range(4):
+        d, n = 4 + s, 6 + 3 * s
+        Wg, Wu = _randn(n, d, seed=10 * s), _randn(n, d, seed=10 * s + 1)
+        Wd, x = _randn(d, n, seed=10 * s + 2), _randn(8, d, seed=10 * s + 3)
+        cases.append((f"d = {d}, n = {n}, seed {s}", (Wg, Wu, Wd, x)))
+
+    def ref(Wg, Wu, Wd, x):
+        with torch.no_grad():
+            return symmetry.gate_asymmetry(_llama_mlp(Wg, Wu, Wd), x)["exchange"]
+    return check_function("llama_exchange", lambda *a: float(student(*a)), ref, cases,
+                          atol=1e-9, rtol=1e-6)
+
+
+def predict_gated_width(predict, profile: str, results_dir=None) -> bool:
+    """Exercise 2.3: the hidden units of the gated MLP at the standard MLP's budget, 8d²
+    weights, as a function `predict(d)` of the width."""
+    doc = chapter_results("02", profile, results_dir)
+    d = doc["parameters"]["lm_d_model"]
+    got = predict(d)
+    if not isinstance(got, int) or isinstance(got, bool) or got < 1:
+        raise CheckFailed(f"a prediction is a number of hidden units (an integer ≥ 1); "
+                          f"predict({d}) gave {got!r}")
+    table = doc["figures"]["param_table"]
+    measured = table["gated-silu"]["hidden units"]
+    detail = f"At d = {d}: " + ", ".join(f"{v} {r['hidden units']}" for v, r in table.items())
+    return check_prediction(f"gated hidden units at d = {d}", got, measured, profile,
+                            detail + ".")
+
+
+# ------------------------------------------------------------------ Part II: chapter 03
+
+def _xy(seed, n=40, d_in=5, d_out=3, scale=1.0):
+    X = _randn(n, d_in, seed=seed) * scale + 0.5
+    Y = torch.tanh(X @ _randn(d_in, d_out, seed=seed + 1)) + 0.1 * _randn(n, d_out, seed=seed + 2)
+    return X, Y
+
+
+def ridge(student) -> int:
+    """Exercise 3.1: the ridge surrogate (W, b) of P3, on centred data, λ given."""
+    cases = [(f"n = {n}, d_in = {di}, d_out = {do}, λ = {lam}, seed {s}",
+              (*_xy(s, n, di, do, sc), lam))
+             for s, (n, di, do, sc, lam) in enumerate(((40, 5, 3, 1.0, 0.01), (12, 8, 2, 3.0, 1.0),
+                                                       (200, 4, 4, 0.1, 0.01), (30, 6, 6, 1.0, 0.0)))]
+
+    def ref(X, Y, lam):
+        f = surrogates.fit_ridge(X, Y, lam, dtype=torch.float64)
+        return f.W, f.b
+
+    def stu(X, Y, lam):
+        W, b = student(X.clone(), Y.clone(), lam)
+        return torch.as_tensor(W).double(), torch.as_tensor(b).double()
+    return check_function("ridge surrogate", stu, ref, cases, atol=1e-6, rtol=1e-5)
+
+
+def _logits_cases():
+    out = []
+    for s, (B, T, V) in enumerate(((1, 5, 7), (3, 8, 11), (2, 2, 4))):
+        logits = _randn(B, T, V, seed=s, dtype=torch.float32) * 2
+        ids = torch.randint(0, V, (B, T), generator=_gen(50 + s))
+        out.append((f"B = {B}, T = {T}, vocabulary {V}", (logits, ids)))
+    return out
+
+
+def token_nll(student) -> int:
+    """Exercise 3.2: per-token next-token loss, (B, T−1)."""
+    return check_function("token_nll", lambda l, i: torch.as_tensor(student(l, i)),
+                          surrogates.token_nll, _logits_cases(), atol=1e-5, rtol=1e-5)
+
+
+def perplexity(student) -> int:
+    """Exercise 3.3: exp of the mean per-token loss."""
+    cases = [(desc, (surrogates.token_nll(l, i),)) for desc, (l, i) in _logits_cases()]
+    cases.append(("a (2, 3) loss of all zeros", (torch.zeros(2, 3),)))
+    return check_function("perplexity", lambda n: float(student(n)), surrogates.perplexity,
+                          cases, atol=1e-9, rtol=1e-9)
+
+
+def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> bool:
+    """Exercise 3.4: does zeroing every MLP of the trained pair raise its perplexity?"""
+    if not isinstance(predicted, bool):
+        raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
+    pair = chapter_results("03", profile, results_dir)["figures"]["pair"]
+    costs = {k: v["ablation"]["cost"] for k, v in pair.items()}
+    measured = all(c > 0 for c in costs.values())
+    detail = "Ablation costs: " + ", ".join(f"{k} {c:+.1%}" for k, c in costs.items()) + "."
+    return check_prediction("the pair uses its MLPs", predicted, measured, profile, detail)
+
+
+# ------------------------------------------------------------------ Part II: chapter 04
+
+def _deltas():
+    out = []
+    for s, shift in enumerate((0.0, 0.3, -0.2, 2.0)):
+        d = _randn(6, 17, seed=70 + s) * 0.5 + shift
+        out.append((f"a (6, 17) δ, mean about {shift:+.1f}", (d,)))
+    return out
+
+
+def delta_labels(student) -> int:
+    """Exercise 4.1: P3's "linear OK" labels and their threshold."""
+    def ref(delta):
+        lab, thr, _ = gating.delta_labels(delta)
+        return lab, thr
+
+    def stu(delta):
+        lab, thr = student(delta.clone())
+        return torch.as_tensor(lab).bool().flatten(), float(thr)
+    return check_function("delta_labels", stu, ref, _deltas(), atol=1e-9, rtol=1e-9)
+
+
+def auc(student) -> int:
+    """Exercise 4.2: P(score of a positive > score of a negative), ties count ½."""
+    cases = []
+    for s in range(4):
+        scores = _randn(60, seed=80 + s)
+        labels = torch.rand(60, generator=_gen(90 + s)) < 0.4
+        scores = scores + labels * s * 0.5
+        if s == 3:
+            scores = scores.round()  # many ties
+        cases.append((f"60 scores, seed {s}" + (", rounded (ties)" if s == 3 else ""),
+                      (scores, labels)))
+    return check_function("auc", lambda sc, lb: float(student(sc, lb)), gating.auc, cases,
+                          atol=1e-9, rtol=1e-9)
+
+
+def threshold_for_fraction(student) -> int:
+    """Exercise 4.3: the threshold with a given fraction of scores above it."""
+    cases = [(f"{n} scores, fraction {f}", (_randn(n, seed=n), f))
+             for n, f in ((100, 0.5), (37, 0.2), (64, 0.9), (10, 0.0))]
+    return check_function("threshold_for_fraction", lambda s, f: float(student(s, f)),
+                          gating.threshold_for_fraction, cases, atol=1e-9, rtol=1e-9)
+
+
+def predict_flop_ratio(predicted, profile: str, results_dir=None) -> bool:
+    """Exercise 4.4: how many times the FLOPs of SmolLM2's MLP a ridge surrogate costs."""
+    if not isinstance(predicted, (int, float)) or isinstance(predicted, bool) or predicted <= 0:
+        raise CheckFailed(f"a prediction is a positive number, got {predicted!r}")
+    models = chapter_results("04", profile, results_dir)["figures"]["pretrained"]
+    f = next(iter(models.values()))["flops"]
+    measured = f["mlp"] / f["surrogate"]
+    return check_prediction("MLP / surrogate FLOPs", predicted, round(measured, 3), profile,
+                            f"(MLP {f['mlp']:,} FLOPs per token, surrogate {f['surrogate']:,}; "
+                            f"within 1 % counts.)", math.isclose(predicted, measured, rel_tol=0.01))
+
+
+# ------------------------------------------------------------------ Part III: chapter 05
+
+def causal_softmax(student) -> int:
+    """Exercise 5.1: row-wise softmax over positions up to the row's own."""
+    cases = [(f"scores of shape {sh}", (_randn(*sh, seed=i) * 3,))
+             for i, sh in enumerate(((1, 1), (4, 4), (2, 3, 5, 5), (7, 7)))]
+    return check_function("causal_softmax", lambda s: torch.as_tensor(student(s.clone())),
+                          universal.causal_softmax, cases, atol=1e-9, rtol=1e-9)
+
+
+def width(student) -> int:
+    """Exercise 5.2: the width m of the sparse universal transformer (Theorem 3.1's
+    construction, as the book builds it)."""
+    cases = [(f"H = {H}, L = {L}, d = {d}, residual = {r}", (H, L, d, r))
+             for H, L, d in ((1, 1, 3), (2, 2, 4), (4, 3, 2), (3, 4, 1), (1, 5, 6))
+             for r in (True, False)]
+    return check_function("width", lambda *a: int(student(*a)), universal.width, cases,
+                          atol=0, rtol=0)
+
+
+def is_balanced(student) -> int:
+    """Exercise 5.3: is a 0/1 string ("(" = 0, ")" = 1) a balanced Dyck-1 word?"""
+    ids, _ = tasks.dyck(40, 10, seed=3)
+    cases = [(f"the string {''.join('()'[int(c)] for c in s)}", (s.tolist(),)) for s in ids]
+    cases += [("the empty string", ([],)), ("the string )(", ([1, 0],))]
+    return check_function("is_balanced", lambda s: bool(student(list(s))), tasks.dyck_reference,
+                          cases)
+
+
+def predict_width_explodes(predicted, profile: str, results_dir=None) -> bool:
+    """Exercise 5.4: the fewest layers at which the construction for H = 4 heads needs
+    more than a million dimensions per model dimension (m/d > 10⁶)."""
+    if not isinstance(predicted, int) or isinstance(predicted, bool) or predicted < 1:
+        raise CheckFailed(f"a prediction is a number of layers (an integer ≥ 1), got {predicted!r}")
+    w = chapter_results("05", profile, results_dir)["figures"]["width_per_d"]["4"]
+    over = [L for L, m in enumerate(w, start=1) if m > 1_000_000]
+    measured = over[0] if over else None
+    return check_prediction("layers to a million", predicted, measured, profile,
+                            "m/d for H = 4, L = 1, 2, …: " + ", ".join(f"{m:,}" for m in w) + ".")
+
+
+# ------------------------------------------------------------------ Part IV: chapter 06
+
+def _skip_case(s, d=6, r=2):
+    f = _randn(3, 5, d, seed=s)
+    Wd, Wu = _randn(r, d, seed=s + 1), _randn(d, r, seed=s + 2)
+    a = float(_randn(1, seed=s + 3))
+    return f"features (3, 5, {d}), rank {r}, a = {a:.2f}", (f, Wd, Wu, a)
+
+
+def content_skip(student) -> int:
+    """Exercise 6.1: s(f) = sigmoid(a) · f S_downᵀ S_upᵀ, weights in `nn.Linear`'s layout."""
+    def ref(f, Wd, Wu, a):
+        m = preprojection.ContentSkip(f.shape[-1], Wd.shape[0]).double()
+        with torch.no_grad():
+            m.down.weight.copy_(Wd)
+            m.up.weight.copy_(Wu)
+            m.logit.fill_(a)
+            return m(f)
+    cases = [_skip_case(s, d, r) for s, (d, r) in enumerate(((6, 2), (4, 1), (8, 8)))]
+    return check_function("content_skip", lambda *a: torch.as_tensor(student(*a)), ref, cases)
+
+
+def pre_projection(student) -> int:
+    """Exercise 6.2: f(x) = x + GELU(x W₁ᵀ + b₁) W₂ᵀ + b₂."""
+    def ref(x, W1, b1, W2, b2):
+        m = preprojection.PreProjection(x.shape[-1], W1.shape[0]).double()
+        with torch.no_grad():
+            for p, v in zip((m.up.weight, m.up.bias, m.down.weight, m.down.bias),
+                            (W1, b1, W2, b2)):
+                p.copy_(v)
+            return m(x)
+    cases = []
+    for s, (d, k) in enumerate(((5, 3), (4, 8), (6, 1))):
+        cases.append((f"x (2, 3, {d}), hidden width {k}",
+                      (_randn(2, 3, d, seed=s), _randn(k, d, seed=s + 1), _randn(k, seed=s + 2),
+                       _randn(d, k, seed=s + 3), _randn(d, seed=s + 4))))
+    return check_function("pre_projection", lambda *a: torch.as_tensor(student(*a)), ref, cases)
+
+
+def probe_params(student) -> int:
+    """Exercise 6.3: trainable parameters of one layer's pre-projection of hidden width k
+    plus its content skip of rank k, at model width d."""
+    def ref(d, k):
+        return (sum(p.numel() for p in preprojection.PreProjection(d, k).parameters())
+                + sum(p.numel() for p in preprojection.ContentSkip(d, k).parameters()))
+    cases = [(f"d = {d}, k = {k}", (d, k)) for d, k in ((576, 16), (96, 8), (768, 1), (10, 10))]
+    return check_function("probe_params", lambda d, k: int(student(d, k)), ref, cases,
+                          atol=0, rtol=0)
+
+
+def predict_step0_changes(predicted, profile: str, results_dir=None) -> bool:
+    """Exercise 6.4: which variants change the model's output before their first step."""
+    variants = set(preprojection.VARIANTS)
+    if not isinstance(predicted, (set, frozenset)) or not set(predicted) <= variants:
+        raise CheckFailed(f"a prediction is a set of variant names from {sorted(variants)}, "
+                          f"got {predicted!r}")
+    studies = chapter_results("06", profile, results_dir)["figures"]["studies"]
+    measured = {v for s in studies.values() for v, r in s.items()
+                if r.get("step0_identical") is False}
+    return check_prediction("outputs changed at step 0", set(predicted), measured, profile,
+                            f"(checked on {', '.join(studies)}.)")

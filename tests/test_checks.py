@@ -1,0 +1,185 @@
+"""Every exercise check rejects wrong answers: at least two per check, typically a function
+that returns zeros and one that is off by a transpose, a shift or a constant. (That the
+solutions pass is checked by executing the exercise notebooks: tests/test_exercises.py.)"""
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nlbudget import bilinear, checks, profiles
+
+ACT = bilinear.ACTIVATIONS
+
+
+WRONG_FUNCTIONS = {
+    "gated_mlp": [
+        lambda x, Q, K, V, act: torch.zeros(x.shape[0], V.shape[0], dtype=x.dtype),
+        lambda x, Q, K, V, act: (ACT[act](x @ K.T) * (x @ Q.T)) @ V.T,  # σ on the wrong branch
+        lambda x, Q, K, V, act: (ACT[act](x @ Q.T) * (x @ K.T)) @ V,  # V not transposed
+    ],
+    "symmetric_mlp": [
+        lambda x, Q, K, V, act: torch.zeros(x.shape[0], V.shape[0], dtype=x.dtype),
+        lambda x, Q, K, V, act: (ACT[act](x @ Q.T) * (x @ K.T)) @ V.T,  # the gated form
+    ],
+    "exchange_error": [
+        lambda x, Q, K, V, act: 0.0,
+        lambda x, Q, K, V, act: float(((ACT[act](x @ Q.T) * (x @ K.T))
+                                       - (ACT[act](x @ K.T) * (x @ Q.T))).norm()),  # absolute
+    ],
+    "hidden_width": [
+        lambda v, d, b: 0,
+        lambda v, d, b: max(1, round(b / (3 * d))),  # every form priced as gated
+    ],
+    "llama_exchange": [
+        lambda Wg, Wu, Wd, x: 0.0,
+        lambda Wg, Wu, Wd, x: float((F.silu(x @ Wg.T) * (x @ Wu.T)
+                                     - F.silu(x @ Wu.T) * (x @ Wg.T)).norm()
+                                    / (F.silu(x @ Wg.T) * (x @ Wu.T)).norm()),  # before W_down
+    ],
+    "ridge": [
+        lambda X, Y, lam: (torch.zeros(X.shape[1], Y.shape[1]), torch.zeros(Y.shape[1])),
+        lambda X, Y, lam: (torch.linalg.lstsq(X, Y).solution, torch.zeros(Y.shape[1])),  # no b
+    ],
+    "token_nll": [
+        lambda logits, ids: torch.zeros(ids.shape[0], ids.shape[1] - 1),
+        lambda logits, ids: F.cross_entropy(  # not shifted: predicts the current token
+            logits[:, 1:].transpose(1, 2), ids[:, 1:], reduction="none"),
+    ],
+    "perplexity": [
+        lambda nll: 0.0,
+        lambda nll: math.exp(float(nll.mean())) + 1,
+        lambda nll: math.exp(float(nll.sum())),
+    ],
+    "delta_labels": [
+        lambda d: (torch.zeros(d.numel(), dtype=torch.bool), 0.0),
+        lambda d: (d.flatten() <= d.median(), float(d.median())),  # always the median
+    ],
+    "auc": [
+        lambda s, y: 0.5,
+        lambda s, y: float((s[y][:, None] >= s[~y][None, :]).double().mean()),  # ties count 1
+    ],
+    "threshold_for_fraction": [
+        lambda s, f: 0.0,
+        lambda s, f: float(torch.quantile(s.double(), f)),  # fraction below, not above
+    ],
+    "causal_softmax": [
+        lambda s: s.softmax(-1),  # no mask
+        lambda s: s.masked_fill(torch.ones(s.shape[-1], s.shape[-1], dtype=torch.bool)
+                                .tril(-1), float("-inf")).softmax(-1),  # mask transposed
+    ],
+    "width": [
+        lambda H, L, d, r=True: d * (L + 1),
+        lambda H, L, d, r=True: d * sum((1 if t == L else 2 * H) * H ** t * (t + 1)
+                                        for t in range(L + 1)),  # residual ignored
+    ],
+    "is_balanced": [
+        lambda s: True,
+        lambda s: s.count(0) == s.count(1),  # ignores the prefixes
+    ],
+    "content_skip": [
+        lambda f, Sd, Su, a: torch.zeros_like(f),
+        lambda f, Sd, Su, a: a * (f @ Sd.T @ Su.T),  # the logit, not sigmoid(a)
+    ],
+    "pre_projection": [
+        lambda x, W1, b1, W2, b2: F.gelu(x @ W1.T + b1) @ W2.T + b2,  # no residual
+        lambda x, W1, b1, W2, b2: x + F.relu(x @ W1.T + b1) @ W2.T + b2,
+    ],
+    "probe_params": [
+        lambda d, k: 0,
+        lambda d, k: 4 * d * k,  # biases and the gate forgotten
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_FUNCTIONS))
+def test_function_check_rejects_wrong_answers(name, capsys):
+    wrong = WRONG_FUNCTIONS[name]
+    assert len(wrong) >= 2
+    for fn in wrong:
+        with pytest.raises(checks.CheckFailed, match=r"✗ .*(wrong for|raised)") as e:
+            getattr(checks, name)(fn)
+        text = str(e.value)
+        if "wrong for" in text:  # says what differs and what was expected
+            assert "expected:" in text and "got:" in text
+    assert "✓" not in capsys.readouterr().out
+
+
+def test_failure_names_the_largest_difference():
+    with pytest.raises(checks.CheckFailed, match="largest difference: 1"):
+        checks.perplexity(lambda nll: math.exp(float(nll.double().mean())) + 1)
+
+
+def test_a_stub_is_not_caught():
+    def stub(*a):
+        raise NotImplementedError("Exercise 1.1")
+    with pytest.raises(NotImplementedError):
+        checks.gated_mlp(stub)
+
+
+def test_every_check_function_is_tested():
+    named = {n for n in dir(checks) if not n.startswith("_") and n not in (
+        "check_function", "check_prediction", "chapter_results", "start", "CheckFailed")
+        and callable(getattr(checks, n)) and getattr(checks, n).__module__ == checks.__name__}
+    predictions = {n for n in named if n.startswith("predict_")}
+    assert named - predictions == set(WRONG_FUNCTIONS)
+    assert predictions == set(PREDICTIONS)
+
+
+# ---------------------------------------------------------------- predictions
+
+FIGURES = {  # the shapes of the chapters' figures, with made-up values for these tests
+    "01": {"exchange_error_gated": {"relu": 1.0, "gelu": 0.7, "silu": 0.5, "linear": 0.0}},
+    "02": {"param_table": {"standard-gelu": {"hidden units": 256},
+                           "gated-silu": {"hidden units": 171}}, "parameters": {"lm_d_model": 64}},
+    "03": {"pair": {"neox-seq": {"ablation": {"cost": 1.7}},
+                    "neox-par": {"ablation": {"cost": 2.4}}}},
+    "04": {"pretrained": {"m": {"flops": {"mlp": 800, "surrogate": 100}}}},
+    "05": {"width_per_d": {"4": [17, 145, 1025, 6625, 40625, 240625, 1390625]}},
+    "06": {"studies": {"m": {"base": {"step0_identical": True},
+                             "lora": {"step0_identical": True}}}},
+}
+
+PREDICTIONS = {  # check: (right, [wrong but well-formed], [malformed])
+    "predict_exchange_symmetric": ({"linear"}, [{"linear", "relu"}, set()], ["linear", {"tanh"}]),
+    "predict_gated_width": (lambda d: round(8 * d / 3), [lambda d: 4 * d, lambda d: 8 * d // 3],
+                            [lambda d: 0, lambda d: 170.7]),
+    "predict_pair_uses_mlps": (True, [False], ["yes", 1]),
+    "predict_flop_ratio": (8, [3, 7.5], [-1, "8"]),
+    "predict_width_explodes": (7, [6, 8], [0, 7.0]),
+    "predict_step0_changes": (set(), [{"lora"}, {"pre", "skip"}], ["none", {"adapter"}]),
+}
+
+
+@pytest.fixture
+def fake_results(tmp_path):
+    for key, fig in FIGURES.items():
+        p = tmp_path / "smoke" / f"{profiles.chapter(key).stem}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig = dict(fig)
+        p.write_text(json.dumps({"figures": fig, "parameters": fig.pop("parameters", {})}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTIONS))
+def test_prediction_checks_report_right_and_wrong(name, fake_results, capsys):
+    check = getattr(checks, name)
+    right, wrong, malformed = PREDICTIONS[name]
+    assert check(right, "smoke", fake_results) is True
+    assert "✓" in capsys.readouterr().out
+    for w in wrong:  # a wrong prediction is reported, with what was measured
+        assert check(w, "smoke", fake_results) is False
+        out = capsys.readouterr().out
+        assert "✗" in out and "the book measured" in out
+    for m in malformed:
+        with pytest.raises(checks.CheckFailed, match="a prediction is"):
+            check(m, "smoke", fake_results)
+
+
+def test_prediction_needs_a_valid_profile_and_the_results(tmp_path):
+    with pytest.raises(profiles.ParameterError, match="valid profiles: smoke, ci, paper"):
+        checks.predict_gated_width(lambda d: 1, "fast", tmp_path)
+    with pytest.raises(FileNotFoundError, match="nlbudget run 02 --profile smoke"):
+        checks.predict_gated_width(lambda d: 1, "smoke", tmp_path)

@@ -1,0 +1,106 @@
+"""The exercise notebooks: their shape (fast), and, through papermill (marker `exercises`):
+with solutions every check passes; in the student edition execution stops at the first
+exercise with NotImplementedError."""
+
+import re
+
+import nbformat
+import papermill as pm
+import pytest
+
+from nlbudget import checks, exercises, profiles, runner
+
+KEYS = exercises.available()
+
+
+def test_every_chapter_has_exercises():
+    assert KEYS == runner.available_chapters()
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_exercise_notebook_shape(key):
+    path = exercises.notebook(key)
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), "strip outputs"
+    first = nb.cells[0]  # a hidden first cell installs the package where it is missing
+    assert "%pip install" in first.source and "remove-cell" in first.metadata["tags"]
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and "profile = " in params[0].source
+    cat = exercises.catalogue(key)
+    assert 3 <= len(cat) <= 5, "3–5 exercises per chapter"
+    assert any(e["kind"] == "Predict, then check" for e in cat)
+    assert [e["number"] for e in cat] == [f"{int(key)}.{i}" for i in range(1, len(cat) + 1)]
+    for e in cat:
+        stub, solution, check = (nb.cells[i] for i in e["cells"])
+        assert stub.metadata["tags"] == [exercises.EXERCISE_TAG]
+        assert f'raise NotImplementedError("Exercise {e["number"]}' in stub.source
+        assert set(solution.metadata["tags"]) == {exercises.SOLUTION_TAG, "hide-input"}
+        assert solution.metadata["mystnb"]["code_prompt_show"] == \
+            f"Show the solution to exercise {e['number']}"
+        assert "NotImplementedError" not in solution.source
+        assert check.source.startswith("checks.") and check.cell_type == "code"
+        name = re.match(r"checks\.(\w+)\(", check.source).group(1)
+        assert callable(getattr(checks, name))
+        assert 1 <= e["level"] <= 3 and 1 <= e["minutes"] <= 30
+    intro = next(c.source for c in nb.cells if c.cell_type == "markdown")
+    total = int(re.search(r"\*\*Time:\*\* about\s+(\d+)\s+minutes", intro).group(1))
+    assert total == sum(e["minutes"] for e in cat), "the intro's time is the exercises' sum"
+    assert f"{{doc}}`../{profiles.chapter(key).stem}`" in intro
+    # only what pip installs: no corpus or pretrained model is loaded
+    text = "\n".join(c.source for c in code)
+    assert not re.search(r"corpora\.|models\.load|pydocs|fetch", text)
+
+
+def test_student_copy_drops_solutions_only():
+    nb = nbformat.read(exercises.notebook("01"), as_version=4)
+    st = exercises.student_copy(nb)
+    sol = [c for c in nb.cells if exercises.SOLUTION_TAG in c.metadata.get("tags", [])]
+    assert len(st.cells) == len(nb.cells) - len(sol) and sol
+    assert not any(exercises.SOLUTION_TAG in c.metadata.get("tags", []) for c in st.cells)
+    assert len(nb.cells) == len(nbformat.read(exercises.notebook("01"), as_version=4).cells)
+
+
+def test_student_edition_command(tmp_path):
+    from nlbudget import cli
+
+    assert cli.main(["student-edition", "--out", str(tmp_path)]) == 0
+    written = sorted(p.name for p in tmp_path.glob("*.ipynb"))
+    assert written == sorted(exercises.notebook(k).name for k in KEYS)
+    for p in tmp_path.glob("*.ipynb"):
+        assert "hide-input" not in p.read_text()  # no solution (the only hide-input cells)
+
+
+def test_a_bad_profile_stops_at_once():
+    with pytest.raises(profiles.ParameterError, match="valid profiles: smoke, ci, paper"):
+        checks.start("01", "quick")
+
+
+@pytest.mark.exercises
+def test_with_solutions_every_check_passes(smoke):
+    res, bld = smoke
+    for key in KEYS:
+        out = exercises._paths(key, "smoke", bld)[0]
+        nb = nbformat.read(out, as_version=4)
+        text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                       for o in c.outputs if o.output_type == "stream")
+        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                  if o.output_type == "error"]
+        assert not errors and "✗" not in text, key
+        assert text.count("✓") == len(exercises.catalogue(key)), (key, text)
+    # nothing changed: a second pass runs none of them
+    assert set(exercises.run_all("smoke", res, bld).values()) == {"fresh"}
+
+
+@pytest.mark.exercises
+def test_student_edition_stops_at_the_first_exercise(smoke, tmp_path):
+    res, _ = smoke
+    for path in exercises.student_edition(tmp_path / "student"):
+        key = path.name[:2]
+        first = exercises.catalogue(key)[0]["number"]
+        with pytest.raises(pm.PapermillExecutionError) as e:
+            pm.execute_notebook(str(path), str(tmp_path / f"out_{path.name}"),
+                                parameters={"profile": "smoke", "results_dir": str(res)},
+                                kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+        assert e.value.ename == "NotImplementedError", (key, e.value.ename, e.value.evalue)
+        assert f"Exercise {first}:" in e.value.evalue

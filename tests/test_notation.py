@@ -1,0 +1,55 @@
+"""One notation (book/notation.md): the symbols that used to mean two things are used one way
+in every chapter and exercise page."""
+
+import re
+
+import nbformat
+import pytest
+
+from nlbudget import paths
+
+ROOT = paths.repo_root()
+PAGES = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(
+    (ROOT / "notebooks" / "exercises").glob("*.ipynb"))
+
+#: (pattern in a page's math, what it would wrongly mean, the book's symbol)
+BANNED = [
+    (r"\\sigma\s*\(\s*a_", "σ as the logistic gate", r"\operatorname{sigmoid}(a_\ell)"),
+    (r"(?<![A-Za-z\\_])UV|U\s*=\s*0|(?<![A-Za-z\\])U\s*V\s*f", "U as the skip's up-projection",
+     r"S_\uparrow"),
+    (r"USV\^", "U as an SVD factor", r"U_X"),
+    (r"\(\\alpha\s*,\s*\\sigma\)|V_\{\\sigma", "σ as pending factors", r"\tau"),
+    (r"(?<![A-Za-z\\])r_i|c\s*=\s*r\s*-\s*e|\\mathrm\{Norm\}\(r", "r as the residual stream", "h"),
+    (r"[AQKV]\^t_h|h\^\{t-1\}|\\sum_h\b", "t as a layer and h as a head (Part III)",
+     r"A^\ell_\eta"),
+    (r"(?<![A-Za-z\\])L\s*\(\s*\\theta|loss \$L\$", "L as a loss", r"\mathcal L"),
+]
+
+
+def _math(path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    return "\n".join(re.findall(r"\$\$.*?\$\$|\$[^$\n]+\$", md, re.S))
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.parent.name + "/" + p.stem)
+def test_pages_use_the_books_notation(path):
+    math = _math(path)
+    for pattern, wrong, right in BANNED:
+        hit = re.search(pattern, math)
+        assert hit is None, f"{path.name}: {hit.group(0)!r} uses {wrong}; the book writes {right}"
+
+
+def test_the_rules_catch_the_old_notation():
+    old = ("$\\sigma(a_\\ell)\\, U V f_t$ $U=0$ $(\\alpha,\\sigma)$ $c=r-e$ $r_i$ "
+           "$h^t = h^{t-1} + \\sum_h A^t_h$ $X_c = USV^\\top$")
+    caught = {wrong for pattern, wrong, _ in BANNED if re.search(pattern, old)}
+    assert caught == {w for _, w, _ in BANNED} - {"L as a loss"}
+
+
+def test_notation_page_defines_every_symbol_it_replaces():
+    page = (ROOT / "book" / "notation.md").read_text()
+    for _, _, right in BANNED:
+        assert right in page, right
+    for sym in ("$d$", "$n$", "$m$", "$L$", "$H$", "$r$", "$h$", "$\\sigma$", "$E$", "$U$"):
+        assert sym in page, sym
