@@ -8,7 +8,7 @@ was expected, what came back and the largest difference. A stub that still raise
 
 A prediction check compares a prediction with the chapter's results file (what this build
 measured). A prediction is a claim about data, not code: a wrong one is reported (✗, with the
-measured value) and the check returns False; it raises only for a prediction of the wrong form.
+measured value); it raises only for a prediction of the wrong form.
 """
 
 from __future__ import annotations
@@ -75,9 +75,10 @@ def _difference(got, want, atol: float, rtol: float):
 
 
 def check_function(name: str, student, reference, cases: list[tuple[str, tuple]],
-                   atol: float = 1e-6, rtol: float = 1e-5) -> int:
+                   atol: float = 1e-6, rtol: float = 1e-5) -> None:
     """Call `student(*args)` and `reference(*args)` for every (description, args) case.
-    Prints a success line or raises `CheckFailed`. Returns the number of cases."""
+    Prints a success line or raises `CheckFailed` (nothing is returned, so a notebook's check
+    cell shows only the line)."""
     for desc, args in cases:
         want = reference(*args)
         try:
@@ -97,20 +98,18 @@ def check_function(name: str, student, reference, cases: list[tuple[str, tuple]]
                            f"{rtol:g}·|expected|)")
             raise CheckFailed("\n".join(msg))
     print(f"✓ {name}: matches the library on all {len(cases)} seeded cases")
-    return len(cases)
 
 
 def check_prediction(name: str, predicted, measured, profile: str, detail: str = "",
-                     right: bool | None = None) -> bool:
+                     right: bool | None = None) -> None:
     """Compare a prediction with what the build measured (equal, unless `right` says);
-    report either way."""
+    report either way: ✓, or ✗ with the measured value."""
     if (predicted == measured) if right is None else right:
         print(f"✓ {name}: you predicted {predicted!r}; the book measured {measured!r} "
               f"(profile {profile}). {detail}".rstrip())
-        return True
-    print(f"✗ {name}: you predicted {predicted!r}, but the book measured {measured!r} "
-          f"(profile {profile}). {detail}".rstrip())
-    return False
+    else:
+        print(f"✗ {name}: you predicted {predicted!r}, but the book measured {measured!r} "
+              f"(profile {profile}). {detail}".rstrip())
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -155,7 +154,7 @@ def _qkv_cases(seeds=(0, 1, 2)):
     return out
 
 
-def _qkv_check(name: str, cls, student) -> int:
+def _qkv_check(name: str, cls, student) -> None:
     def ref(act, d, n, s, x):
         return _qkv(cls, act, d, n, s)[0](x).detach()
 
@@ -165,17 +164,17 @@ def _qkv_check(name: str, cls, student) -> int:
     return check_function(name, stu, ref, _qkv_cases())
 
 
-def gated_mlp(student) -> int:
+def gated_mlp(student) -> None:
     """Exercise 1.1: eq. (5), (σ(x Qᵀ) ⊙ x Kᵀ) Vᵀ with weights in `nn.Linear`'s layout."""
     return _qkv_check("gated_mlp (eq. 5)", bilinear.GatedMLP, student)
 
 
-def symmetric_mlp(student) -> int:
+def symmetric_mlp(student) -> None:
     """Exercise 1.2: eq. (4), σ((x Qᵀ) ⊙ (x Kᵀ)) Vᵀ."""
     return _qkv_check("symmetric_mlp (eq. 4)", bilinear.SymmetricBilinearMLP, student)
 
 
-def exchange_error(student) -> int:
+def exchange_error(student) -> None:
     """Exercise 1.3: ‖f(x) − f'(x)‖ / ‖f(x)‖ for the gated MLP f and its exchanged copy f'."""
     def ref(act, d, n, s, x):
         m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
@@ -187,7 +186,7 @@ def exchange_error(student) -> int:
     return check_function("exchange_error", stu, ref, _qkv_cases(), atol=1e-9, rtol=1e-6)
 
 
-def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> bool:
+def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> None:
     """Exercise 1.4: the activations for which the gated MLP is exchange-symmetric."""
     acts = set(bilinear.ACTIVATIONS) & {"relu", "gelu", "silu", "linear"}
     if not isinstance(predicted, (set, frozenset)) or not set(predicted) <= acts:
@@ -201,7 +200,7 @@ def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> boo
 
 # ------------------------------------------------------------------ Part I: chapter 02
 
-def hidden_width(student) -> int:
+def hidden_width(student) -> None:
     """Exercise 2.1: hidden units that give a variant `budget` weights at width d."""
     cases = [(f"{v}, d = {d}, budget = {b}", (v, d, b))
              for v in bilinear.VARIANTS for d, b in ((64, 8 * 64 * 64), (96, 20_000), (7, 100))]
@@ -216,7 +215,7 @@ def _llama_mlp(Wg, Wu, Wd):
     return SimpleNamespace(gate_proj=lin[0], up_proj=lin[1], down_proj=lin[2], act_fn=F.silu)
 
 
-def llama_exchange(student) -> int:
+def llama_exchange(student) -> None:
     """Exercise 2.2: the relative output change of a Llama-style MLP
     down(SiLU(gate x) ⊙ up x) when its gate and up projections are exchanged."""
     cases = []
@@ -233,7 +232,7 @@ def llama_exchange(student) -> int:
                           atol=1e-9, rtol=1e-6)
 
 
-def predict_gated_width(predict, profile: str, results_dir=None) -> bool:
+def predict_gated_width(predict, profile: str, results_dir=None) -> None:
     """Exercise 2.3: the hidden units of the gated MLP at the standard MLP's budget, 8d²
     weights, as a function `predict(d)` of the width."""
     doc = chapter_results("02", profile, results_dir)
@@ -257,7 +256,7 @@ def _xy(seed, n=40, d_in=5, d_out=3, scale=1.0):
     return X, Y
 
 
-def ridge(student) -> int:
+def ridge(student) -> None:
     """Exercise 3.1: the ridge surrogate (W, b) of P3, on centred data, λ given."""
     cases = [(f"n = {n}, d_in = {di}, d_out = {do}, λ = {lam}, seed {s}",
               (*_xy(s, n, di, do, sc), lam))
@@ -283,13 +282,13 @@ def _logits_cases():
     return out
 
 
-def token_nll(student) -> int:
+def token_nll(student) -> None:
     """Exercise 3.2: per-token next-token loss, (B, T−1)."""
     return check_function("token_nll", lambda l, i: torch.as_tensor(student(l, i)),
                           surrogates.token_nll, _logits_cases(), atol=1e-5, rtol=1e-5)
 
 
-def perplexity(student) -> int:
+def perplexity(student) -> None:
     """Exercise 3.3: exp of the mean per-token loss."""
     cases = [(desc, (surrogates.token_nll(l, i),)) for desc, (l, i) in _logits_cases()]
     cases.append(("a (2, 3) loss of all zeros", (torch.zeros(2, 3),)))
@@ -297,7 +296,7 @@ def perplexity(student) -> int:
                           cases, atol=1e-9, rtol=1e-9)
 
 
-def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> bool:
+def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> None:
     """Exercise 3.4: does zeroing every MLP of the trained pair raise its perplexity?"""
     if not isinstance(predicted, bool):
         raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
@@ -318,7 +317,7 @@ def _deltas():
     return out
 
 
-def delta_labels(student) -> int:
+def delta_labels(student) -> None:
     """Exercise 4.1: P3's "linear OK" labels and their threshold."""
     def ref(delta):
         lab, thr, _ = gating.delta_labels(delta)
@@ -330,7 +329,7 @@ def delta_labels(student) -> int:
     return check_function("delta_labels", stu, ref, _deltas(), atol=1e-9, rtol=1e-9)
 
 
-def auc(student) -> int:
+def auc(student) -> None:
     """Exercise 4.2: P(score of a positive > score of a negative), ties count ½."""
     cases = []
     for s in range(4):
@@ -345,7 +344,7 @@ def auc(student) -> int:
                           atol=1e-9, rtol=1e-9)
 
 
-def threshold_for_fraction(student) -> int:
+def threshold_for_fraction(student) -> None:
     """Exercise 4.3: the threshold with a given fraction of scores above it."""
     cases = [(f"{n} scores, fraction {f}", (_randn(n, seed=n), f))
              for n, f in ((100, 0.5), (37, 0.2), (64, 0.9), (10, 0.0))]
@@ -353,7 +352,7 @@ def threshold_for_fraction(student) -> int:
                           gating.threshold_for_fraction, cases, atol=1e-9, rtol=1e-9)
 
 
-def predict_flop_ratio(predicted, profile: str, results_dir=None) -> bool:
+def predict_flop_ratio(predicted, profile: str, results_dir=None) -> None:
     """Exercise 4.4: how many times the FLOPs of SmolLM2's MLP a ridge surrogate costs."""
     if not isinstance(predicted, (int, float)) or isinstance(predicted, bool) or predicted <= 0:
         raise CheckFailed(f"a prediction is a positive number, got {predicted!r}")
@@ -367,7 +366,7 @@ def predict_flop_ratio(predicted, profile: str, results_dir=None) -> bool:
 
 # ------------------------------------------------------------------ Part III: chapter 05
 
-def causal_softmax(student) -> int:
+def causal_softmax(student) -> None:
     """Exercise 5.1: row-wise softmax over positions up to the row's own."""
     cases = [(f"scores of shape {sh}", (_randn(*sh, seed=i) * 3,))
              for i, sh in enumerate(((1, 1), (4, 4), (2, 3, 5, 5), (7, 7)))]
@@ -375,7 +374,7 @@ def causal_softmax(student) -> int:
                           universal.causal_softmax, cases, atol=1e-9, rtol=1e-9)
 
 
-def width(student) -> int:
+def width(student) -> None:
     """Exercise 5.2: the width m of the sparse universal transformer (Theorem 3.1's
     construction, as the book builds it)."""
     cases = [(f"H = {H}, L = {L}, d = {d}, residual = {r}", (H, L, d, r))
@@ -385,7 +384,7 @@ def width(student) -> int:
                           atol=0, rtol=0)
 
 
-def is_balanced(student) -> int:
+def is_balanced(student) -> None:
     """Exercise 5.3: is a 0/1 string ("(" = 0, ")" = 1) a balanced Dyck-1 word?"""
     ids, _ = tasks.dyck(40, 10, seed=3)
     cases = [(f"the string {''.join('()'[int(c)] for c in s)}", (s.tolist(),)) for s in ids]
@@ -394,7 +393,7 @@ def is_balanced(student) -> int:
                           cases)
 
 
-def predict_width_explodes(predicted, profile: str, results_dir=None) -> bool:
+def predict_width_explodes(predicted, profile: str, results_dir=None) -> None:
     """Exercise 5.4: the fewest layers at which the construction for H = 4 heads needs
     more than a million dimensions per model dimension (m/d > 10⁶)."""
     if not isinstance(predicted, int) or isinstance(predicted, bool) or predicted < 1:
@@ -415,7 +414,7 @@ def _skip_case(s, d=6, r=2):
     return f"features (3, 5, {d}), rank {r}, a = {a:.2f}", (f, Wd, Wu, a)
 
 
-def content_skip(student) -> int:
+def content_skip(student) -> None:
     """Exercise 6.1: s(f) = sigmoid(a) · f S_downᵀ S_upᵀ, weights in `nn.Linear`'s layout."""
     def ref(f, Wd, Wu, a):
         m = preprojection.ContentSkip(f.shape[-1], Wd.shape[0]).double()
@@ -428,7 +427,7 @@ def content_skip(student) -> int:
     return check_function("content_skip", lambda *a: torch.as_tensor(student(*a)), ref, cases)
 
 
-def pre_projection(student) -> int:
+def pre_projection(student) -> None:
     """Exercise 6.2: f(x) = x + GELU(x W₁ᵀ + b₁) W₂ᵀ + b₂."""
     def ref(x, W1, b1, W2, b2):
         m = preprojection.PreProjection(x.shape[-1], W1.shape[0]).double()
@@ -445,7 +444,7 @@ def pre_projection(student) -> int:
     return check_function("pre_projection", lambda *a: torch.as_tensor(student(*a)), ref, cases)
 
 
-def probe_params(student) -> int:
+def probe_params(student) -> None:
     """Exercise 6.3: trainable parameters of one layer's pre-projection of hidden width k
     plus its content skip of rank k, at model width d."""
     def ref(d, k):
@@ -456,7 +455,7 @@ def probe_params(student) -> int:
                           atol=0, rtol=0)
 
 
-def predict_step0_changes(predicted, profile: str, results_dir=None) -> bool:
+def predict_step0_changes(predicted, profile: str, results_dir=None) -> None:
     """Exercise 6.4: which variants change the model's output before their first step."""
     variants = set(preprojection.VARIANTS)
     if not isinstance(predicted, (set, frozenset)) or not set(predicted) <= variants:
