@@ -23,6 +23,7 @@ BANNED = [
     (r"[AQKV]\^t_h|h\^\{t-1\}|\\sum_h\b", "t as a layer and h as a head (Part III)",
      r"A^\ell_\eta"),
     (r"(?<![A-Za-z\\])L\s*\(\s*\\theta|loss \$L\$", "L as a loss", r"\mathcal L"),
+    (r"(?<![A-Za-z\\])W(_\{?\w+\}?)?\s*x(_t)?\s*\+", "column vectors (W x + b)", r"xW^\top"),
 ]
 
 
@@ -42,7 +43,7 @@ def test_pages_use_the_books_notation(path):
 
 def test_the_rules_catch_the_old_notation():
     old = ("$\\sigma(a_\\ell)\\, U V f_t$ $U=0$ $(\\alpha,\\sigma)$ $c=r-e$ $r_i$ "
-           "$h^t = h^{t-1} + \\sum_h A^t_h$ $X_c = USV^\\top$")
+           "$h^t = h^{t-1} + \\sum_h A^t_h$ $X_c = USV^\\top$ $W_1 x_t + b_1$ $Wx+b$")
     caught = {wrong for pattern, wrong, _ in BANNED if re.search(pattern, old)}
     assert caught == {w for _, w, _ in BANNED} - {"L as a loss"}
 
