@@ -80,7 +80,7 @@ def test_a_bad_profile_stops_at_once():
 def test_with_solutions_every_check_passes(smoke):
     res, bld = smoke
     for key in KEYS:
-        out = exercises._paths(key, "smoke", bld)[0]
+        out = exercises.executed(key, "smoke", bld)
         nb = nbformat.read(out, as_version=4)
         text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                        for o in c.outputs if o.output_type == "stream")

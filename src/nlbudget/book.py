@@ -234,7 +234,7 @@ def stage(profile: str, build_dir: Path | None = None,
                                     f"({executed}); run `nlbudget run {key} --profile {profile}`")
         files[f"notebooks/{executed.name}"] = executed.read_bytes()
     for key in exercises.available():
-        executed = exercises._paths(key, profile, build_dir)[0]
+        executed = exercises.executed(key, profile, build_dir)
         if not executed.is_file():
             raise FileNotFoundError(f"the exercises of chapter {key} have not been executed at "
                                     f"profile {profile!r} ({executed}); run `nlbudget book`")
@@ -262,9 +262,9 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
           results_dir: Path | None = None, seed: int = 0, force: bool = False,
           log=incremental.say) -> Path:
     """Run the chapters that are not fresh (every chapter with `force`; none with
-    `run=False`), then their exercise notebooks that are not fresh, stage, and build the HTML book with warnings as errors — incrementally:
-    Sphinx rereads only the pages whose staged source changed, and nothing at all when no
-    page changed. Returns the path of `index.html`."""
+    `run=False`), then their exercise notebooks that are not fresh, stage, and build the HTML
+    book with warnings as errors — incrementally: Sphinx rereads only the pages whose staged
+    source changed, and nothing at all when no page changed. Returns the path of `index.html`."""
     if run:
         incremental.run_chapters(profile, seed, results_dir, build_dir, force=force, log=log)
         exercises.run_all(profile, results_dir, build_dir, force=force, log=log)

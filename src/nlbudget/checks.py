@@ -258,10 +258,11 @@ def _xy(seed, n=40, d_in=5, d_out=3, scale=1.0):
 
 def ridge(student) -> None:
     """Exercise 3.1: the ridge surrogate (W, b) of P3, on centred data, λ given."""
+    shapes = ((40, 5, 3, 1.0, 0.01), (12, 8, 2, 3.0, 1.0), (200, 4, 4, 0.1, 0.01),
+              (30, 6, 6, 1.0, 0.0))  # (n, d_in, d_out, scale of X, λ)
     cases = [(f"n = {n}, d_in = {di}, d_out = {do}, λ = {lam}, seed {s}",
               (*_xy(s, n, di, do, sc), lam))
-             for s, (n, di, do, sc, lam) in enumerate(((40, 5, 3, 1.0, 0.01), (12, 8, 2, 3.0, 1.0),
-                                                       (200, 4, 4, 0.1, 0.01), (30, 6, 6, 1.0, 0.0)))]
+             for s, (n, di, do, sc, lam) in enumerate(shapes)]
 
     def ref(X, Y, lam):
         f = surrogates.fit_ridge(X, Y, lam, dtype=torch.float64)

@@ -10,10 +10,9 @@ solutions included, after its chapter (its predictions read the chapter's result
 
 from __future__ import annotations
 
-import hashlib
-import re
 import json
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +20,6 @@ from pathlib import Path
 import nbformat
 
 from . import incremental, paths, profiles, results, runner
-from .assets import sha256
 
 SOLUTION_TAG, EXERCISE_TAG = "solution", "exercise"
 
@@ -68,28 +66,25 @@ def student_edition(out: str | Path | None = None) -> list[Path]:
 
 # ------------------------------------------------------------------ running them for the book
 
-def _sha(path: Path) -> str | None:
-    return sha256(path) if path.is_file() else None
-
-
 def _paths(key: str, profile: str, build_dir=None) -> tuple[Path, Path]:
     d = Path(build_dir or paths.build_dir()) / profile / "exercises"
     stem = profiles.chapter(key).stem
     return d / f"{stem}.ipynb", d / f"{stem}.fresh.json"
 
 
+def executed(key: str, profile: str, build_dir=None) -> Path:
+    """Where the book build writes chapter `key`'s executed exercise notebook."""
+    return _paths(key, profile, build_dir)[0]
+
+
 def inputs(key: str, profile: str, results_dir=None) -> dict:
     """What an executed exercise notebook depends on: the notebook, the library, the package
     versions and the chapter's results file (its predictions read it)."""
     stem = profiles.chapter(key).stem
-    return {"notebook": _sha(notebook(key)),
-            "library": incremental.library_digest(key), "versions": incremental.versions(),
-            "profile": profile,
-            "results": _sha(results.results_path(stem, profile, results_dir))}
-
-
-def _digest(inp: dict) -> str:
-    return hashlib.sha256(json.dumps(inp, sort_keys=True).encode()).hexdigest()
+    sha = incremental.file_sha
+    return {"notebook": sha(notebook(key)), "library": incremental.library_digest(key),
+            "versions": incremental.versions(), "profile": profile,
+            "results": sha(results.results_path(stem, profile, results_dir))}
 
 
 def fresh(key: str, profile: str, results_dir=None, build_dir=None) -> bool:
@@ -98,8 +93,9 @@ def fresh(key: str, profile: str, results_dir=None, build_dir=None) -> bool:
         saved = json.loads(rec.read_text())
     except (OSError, ValueError):
         return False
-    return (out.is_file() and saved.get("digest") == _digest(inputs(key, profile, results_dir))
-            and saved.get("executed") == _sha(out))
+    now = incremental.digest(inputs(key, profile, results_dir))
+    return (out.is_file() and saved.get("digest") == now
+            and saved.get("executed") == incremental.file_sha(out))
 
 
 def execute(key: str, profile: str, results_dir=None, build_dir=None,
@@ -120,8 +116,9 @@ def execute(key: str, profile: str, results_dir=None, build_dir=None,
                         progress_bar=False, log_output=False)
     runner.hide_injected_parameters(tmp)
     tmp.replace(out)
-    results.atomic_write_text(rec, json.dumps({"digest": _digest(inp), "inputs": inp,
-                                               "executed": _sha(out)}))
+    results.atomic_write_text(rec, json.dumps({"digest": incremental.digest(inp),
+                                               "inputs": inp,
+                                               "executed": incremental.file_sha(out)}))
     return out
 
 
@@ -137,8 +134,8 @@ def run_all(profile: str, results_dir=None, build_dir=None, force: bool = False,
     t = time.perf_counter()
     with runner.kernel_environment(OMP_NUM_THREADS="1"), \
             ThreadPoolExecutor(max_workers=cores or os.cpu_count() or 1) as pool:
-        for k in pool.map(lambda k: (execute(k, profile, results_dir, build_dir), k)[1], todo):
-            out[k] = "ran"
+        list(pool.map(lambda k: execute(k, profile, results_dir, build_dir), todo))
+    out.update(dict.fromkeys(todo, "ran"))
     log(f"[nlbudget] exercises: {len(todo)} notebook(s) executed in "
         f"{time.perf_counter() - t:.0f} s")
     return out
@@ -164,8 +161,9 @@ def catalogue(key: str) -> list[dict]:
             continue
         meta, label = _META.search(c.source), _LABEL.search(c.source)
         if meta is None or label is None:
-            raise ValueError(f"{notebook(key).name}: exercise {head['number']} has no "
-                             "'(exNN-name)=' label or no '{admonition} KIND · LEVEL · about N minutes' line")
+            raise ValueError(f"{notebook(key).name}: exercise {head['number']} needs a "
+                             "'(exNN-name)=' label and a '{admonition} KIND · LEVEL · about N "
+                             "minutes' line")
         out.append({"number": head["number"], "title": head["title"].strip(),
                     "label": label["label"],
                     "kind": meta["kind"], "level": len(meta["level"]),

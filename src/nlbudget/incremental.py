@@ -32,7 +32,8 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _file_sha(path: Path) -> str | None:
+def file_sha(path: Path) -> str | None:
+    """The SHA-256 of a file, or None where there is none."""
     return sha256(path) if path.is_file() else None
 
 
@@ -105,12 +106,12 @@ def dependants(key: str, keys: list[str] | None = None) -> list[str]:
 def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
     """Everything a chapter's run depends on, each as a digest (or a small value)."""
     return {
-        "notebook": _file_sha(runner.notebook_path(key)),
+        "notebook": file_sha(runner.notebook_path(key)),
         "library": library_digest(key),
         "data": data_digest(),
         "settings": profiles.validate(key, profile=profile, seed=seed),
         "versions": versions(),
-        "reads": {profiles.chapter(d).stem: _file_sha(results.results_path(
+        "reads": {profiles.chapter(d).stem: file_sha(results.results_path(
             profiles.chapter(d).stem, profile, results_dir)) for d in reads(key)},
     }
 
@@ -140,9 +141,9 @@ def status(key: str, profile: str, seed: int = 0, results_dir=None, build_dir=No
     rec = record(key, profile, results_dir, build_dir)
     if not rec or not rec.get("digest"):
         return "never run" if not rec else "its last run did not finish"
-    if not executed.is_file() or _file_sha(executed) != rec.get("executed"):
+    if not executed.is_file() or file_sha(executed) != rec.get("executed"):
         return "its executed notebook is missing or changed"
-    if _file_sha(res) != rec.get("results"):
+    if file_sha(res) != rec.get("results"):
         return "its results file is missing or changed"
     now = inputs(key, profile, seed, results_dir)
     if digest(now) == rec["digest"]:
@@ -251,8 +252,8 @@ def run_chapters(profile: str, seed: int = 0, results_dir=None, build_dir=None,
     def finish(k, inp, elapsed):
         rec_path, executed, res = _paths(k, profile, results_dir, build_dir)
         results.atomic_write_text(rec_path, json.dumps({
-            "digest": digest(inp), "inputs": inp, "executed": _file_sha(executed),
-            "results": _file_sha(res), "elapsed_s": round(elapsed, 1),
+            "digest": digest(inp), "inputs": inp, "executed": file_sha(executed),
+            "results": file_sha(res), "elapsed_s": round(elapsed, 1),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=1))
         left.pop(k, None)
         outcome[k] = "ran"

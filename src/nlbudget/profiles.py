@@ -4,8 +4,9 @@
 `paper` uses the papers' models and corpora (GPU and Hugging Face hub). Each chapter's
 settings per profile live in its chapter module (`nlbudget.chapters`).
 Every notebook's `parameters` cell holds `profile`, `seed`, `results_dir`, `device` (`auto`:
-CUDA when present; see `devices`) and optional overrides of its chapter's settings (`None` = the profile's value); the next cell calls
-`validate`, which fails at once, naming the valid choices.
+CUDA when present; see `devices`) and optional overrides of its chapter's settings (`None` =
+the profile's value); the next cell calls `validate`, which fails at once, naming the valid
+choices.
 """
 
 from __future__ import annotations
