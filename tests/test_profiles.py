@@ -85,3 +85,26 @@ def test_chapters_in_reading_order():
                      "04_adaptive_gating", "05_fixed_universal", "06_preprojection_probes"]
     for key, c in profiles.CHAPTERS.items():
         assert c.stem.startswith(key) and c.load().STEM == c.stem
+
+
+def test_no_profile_computes_in_bfloat16_on_the_cpu():
+    """bfloat16 is fast only on CPUs with native bf16 units; every profile's settings, resolved
+    for the CPU, ask for float32 (or for no dtype at all)."""
+    for key, ch in profiles.CHAPTERS.items():
+        for p in profiles.PROFILES:
+            s = profiles.validate(key, profile=p, device="cpu")
+            assert s.get("dtype", "float32") not in profiles.CPU_SLOW_DTYPES, (ch.stem, p)
+
+
+def test_bfloat16_is_refused_on_the_cpu():
+    with pytest.raises(ParameterError, match="float32"):
+        profiles.validate("03", profile="ci", dtype="bfloat16", device="cpu")
+
+
+def test_no_chapter_module_asks_for_bfloat16_itself():
+    """A chapter's models get their dtype from the `dtype` setting, never from a literal."""
+    import inspect
+
+    for ch in profiles.CHAPTERS.values():
+        src = inspect.getsource(ch.load())
+        assert "dtype=torch.bfloat16" not in src, ch.stem

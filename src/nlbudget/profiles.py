@@ -22,6 +22,9 @@ CHOICES = {"dtype": ("bfloat16", "float32"),
            "lastword": ("pydocs", "shakespeare", "lambada")}
 
 
+#: Dtypes no chapter computes in on a CPU (`validate` refuses them there; a GPU may use them).
+CPU_SLOW_DTYPES = ("bfloat16",)
+
 #: Settings that hold a comma-separated list of choices (the gate kinds come from `gating`).
 LIST_CHOICES: dict[str, tuple] = {}
 
@@ -126,8 +129,14 @@ def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | No
         settings[name] = value
     from .devices import resolve
 
-    return {"chapter": ch.stem, "profile": profile, "seed": seed, "device": resolve(device),
-            **settings}
+    dev = resolve(device)
+    if settings.get("dtype") in CPU_SLOW_DTYPES and not dev.startswith("cuda"):
+        raise ParameterError(
+            f"dtype={settings['dtype']!r} on the CPU: bfloat16 is fast only on CPUs with native "
+            f"bfloat16 units (AVX-512-BF16, AMX) and tens of times slower on the others "
+            f"(benchmarks/cpu.py); use dtype='float32' on the CPU (bfloat16 is allowed with "
+            f"device='cuda')")
+    return {"chapter": ch.stem, "profile": profile, "seed": seed, "device": dev, **settings}
 
 
 def parse_seed(text: str) -> int:

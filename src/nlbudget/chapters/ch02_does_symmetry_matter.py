@@ -96,7 +96,7 @@ def real_gates(S: dict, text) -> dict:
     """Per SmolLM2 layer, on held-out inputs (position 0 left out): the relative output change
     under gate↔up exchange and inverse scaling, for the trained MLP and for a random gated MLP
     of the same shapes and per-projection weight RMS."""
-    smol, tok = models.load("smollm2-135m", dtype=torch.bfloat16)
+    smol, tok = models.load("smollm2-135m")  # float32: this runs on the CPU
     gw = corpora.token_windows(text.text("validation"), tok, S["window"], S["gate_windows"])
     keep = torch.ones(gw.shape, dtype=torch.bool)
     keep[:, 0] = False

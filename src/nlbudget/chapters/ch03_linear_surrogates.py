@@ -20,11 +20,11 @@ TITLE = "Linear surrogates: how much of each MLP is linear"
 _PAPER_MODELS = ("gpt2-medium,gpt2-large,EleutherAI/pythia-160m,EleutherAI/pythia-410m,"
                  "EleutherAI/pythia-1b,EleutherAI/pythia-2.8b")
 SETTINGS = {
-    "smoke": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16", window=32,
+    "smoke": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=32,
                   fit_windows=8, eval_windows=4, batch_size=4, **training.PAIR["smoke"],
                   ft_steps=2, ft_lr=1e-4, n_boot=100),
     # eval_windows = chapter 04's gate_windows: the same windows, measured once (`memo`)
-    "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="bfloat16", window=256,
+    "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
                fit_windows=40, eval_windows=8, batch_size=8, **training.PAIR["ci"],
                ft_steps=15, ft_lr=1e-4, n_boot=1000),
     "paper": dict(models=_PAPER_MODELS, corpus="wikitext-103", dtype="float32", window=512,

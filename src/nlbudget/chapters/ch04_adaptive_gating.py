@@ -23,13 +23,13 @@ TITLE = "Adaptive gating: which tokens need the MLP?"
 GATES = ",".join(GATE_KINDS)
 SETTINGS = {
     "smoke": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
-                  dtype="bfloat16", window=32, fit_windows=8, gate_windows=6, select_windows=4,
+                  dtype="float32", window=32, fit_windows=8, gate_windows=6, select_windows=4,
                   eval_windows=4, batch_size=4, gates="linear,pca-2,mlp-16", curve_layers=2,
                   nofly_windows=4, max_cost=0.01, **training.PAIR["smoke"], phase1_steps=2,
                   phase2_steps=2, ft_lr=1e-4, gate_lr=1e-3, sparsity=0.1, n_boot=50,
                   random_draws=1),
     "ci": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
-               dtype="bfloat16", window=256, fit_windows=40, gate_windows=8, select_windows=4,
+               dtype="float32", window=256, fit_windows=40, gate_windows=8, select_windows=4,
                eval_windows=5, batch_size=8, gates=GATES, curve_layers=3, nofly_windows=8,
                max_cost=0.01, **training.PAIR["ci"], phase1_steps=10, phase2_steps=10,
                ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=1),

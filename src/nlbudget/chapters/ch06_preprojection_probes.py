@@ -17,12 +17,12 @@ from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, 
 KEY, STEM, PART = "06", "06_preprojection_probes", "IV"
 TITLE = "Pre-projection and content skip as frozen probes"
 SETTINGS = {
-    "smoke": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="bfloat16",
+    "smoke": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="float32",
                   window=32, train_windows=16, eval_windows=4, lastword_items=8,
                   lastword_context=64, k=4, steps=2, batch_size=2, lr=1e-3,
                   **training.PAIR["smoke"], pair_k=4, pair_probe_steps=2, pair_probe_batch=4,
                   n_boot=50, decode_tokens=4, ablation_windows=4),
-    "ci": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="bfloat16",
+    "ci": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="float32",
                window=128, train_windows=256, eval_windows=16, lastword_items=80,
                lastword_context=128, k=16, steps=12, batch_size=4, lr=1e-3,
                **training.PAIR["ci"], pair_k=8, pair_probe_steps=40, pair_probe_batch=16,
