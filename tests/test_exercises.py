@@ -8,7 +8,7 @@ import nbformat
 import papermill as pm
 import pytest
 
-from nlbudget import checks, exercises, profiles, runner
+from nlbudget import checks, exercises, launch, profiles, runner
 
 KEYS = exercises.available()
 
@@ -24,7 +24,8 @@ def test_exercise_notebook_shape(key):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code), "strip outputs"
     first = nb.cells[0]  # a hidden first cell installs the package where it is missing
-    assert "%pip install" in first.source and "remove-cell" in first.metadata["tags"]
+    assert first.source == launch.install_cell_source(launch.repository_url())
+    assert "remove-cell" in first.metadata["tags"]
     params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1 and "profile = " in params[0].source
     cat = exercises.catalogue(key)

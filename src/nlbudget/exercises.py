@@ -25,7 +25,7 @@ SOLUTION_TAG, EXERCISE_TAG = "solution", "exercise"
 
 
 def folder() -> Path:
-    return paths.repo_root() / "notebooks" / "exercises"
+    return paths.shipped() / "notebooks" / "exercises"
 
 
 def notebook(key: str) -> Path:

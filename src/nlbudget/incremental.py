@@ -3,7 +3,7 @@ rest, and progress with an estimate of the time left.
 
 A chapter's *inputs* are its notebook, the library (every module of `nlbudget` that a chapter
 can import, less the other chapters' modules), the data files it reads (`data/claims.csv`,
-`data/reference/`), its settings at the profile (seed included), the Python and package
+`data/reference/`, `data/corpora/`), its settings at the profile (seed included), the Python and package
 versions, and the results files of the chapters it reads (its module's `READS`). After a
 successful run, `<build>/<profile>/chapters/<stem>.fresh.json` records their digest, the
 digest of the results file the run wrote, and how long it took. A chapter is fresh when that
@@ -51,8 +51,9 @@ def library_digest(key: str) -> str:
 
 
 def data_digest() -> str:
-    root = paths.repo_root() / "data"
-    files = [root / "claims.csv", *sorted((root / "reference").rglob("*"))]
+    root = paths.shipped() / "data"
+    files = [root / "claims.csv", *sorted((root / "reference").rglob("*")),
+             *sorted((root / "corpora").rglob("*"))]
     h = hashlib.sha256()
     for f in files:
         if f.is_file():

@@ -1,4 +1,10 @@
-"""Where the repository, the asset cache, the results and the build live."""
+"""Where the repository, the shipped files, the asset cache, the results and the build live.
+
+In a checkout (or an editable install) everything is under the repository. A package installed
+from a wheel carries the files the chapters read — the notebooks, `data/claims.csv`,
+`data/reference/`, `data/corpora/` and the committed results — under `nlbudget/_shipped/`
+(see `setup.py`), and writes its cache, results and build under the working directory.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,16 @@ def repo_root() -> Path:
             if (p / "pyproject.toml").is_file() and (p / "notebooks").is_dir():
                 return p
     return Path.cwd().resolve()
+
+
+def shipped() -> Path:
+    """The folder holding `notebooks/` and `data/` as the repository lays them out: the
+    checkout where there is one, else the copy a wheel carries (`nlbudget/_shipped`)."""
+    root = repo_root()
+    if (root / "notebooks").is_dir() and (root / "data" / "claims.csv").is_file():
+        return root
+    packaged = Path(__file__).resolve().parent / "_shipped"
+    return packaged if packaged.is_dir() else root
 
 
 def cache_dir() -> Path:

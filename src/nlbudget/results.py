@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from . import paths, timing
+from . import machine, paths, timing
 
 from .claims import KINDS, VERDICTS, Claim  # noqa: F401  (the ledger's vocabulary)
 
@@ -79,7 +79,7 @@ def package_versions() -> dict:
 
 def environment() -> dict:
     return {"python": platform.python_version(), "platform": platform.platform(),
-            "packages": package_versions(), "git": git_commit()}
+            "cpu": machine.cpu(), "packages": package_versions(), "git": git_commit()}
 
 
 def results_path(stem: str, profile: str, results_dir: str | Path | None = None) -> Path:
@@ -132,7 +132,7 @@ def read(stem: str, profile: str, results_dir: str | Path | None = None) -> dict
 
 def claims_registry(path: Path | None = None) -> list[dict]:
     """Every claim of the four papers (data/claims.csv): id, part, chapter, claim, paper."""
-    path = path or paths.repo_root() / "data" / "claims.csv"
+    path = path or paths.shipped() / "data" / "claims.csv"
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     ids = [r["id"] for r in rows]

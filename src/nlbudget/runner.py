@@ -15,7 +15,7 @@ from .profiles import ParameterError
 
 def notebook_path(key: str) -> Path:
     ch = profiles.chapter(key)
-    p = paths.repo_root() / "notebooks" / f"{ch.stem}.ipynb"
+    p = paths.shipped() / "notebooks" / f"{ch.stem}.ipynb"
     if not p.is_file():
         raise ParameterError(f"chapter {ch.stem} has no notebook at {p}")
     return p
@@ -23,7 +23,7 @@ def notebook_path(key: str) -> Path:
 
 def available_chapters() -> list[str]:
     """Keys of the chapters whose notebook exists, in book order."""
-    nb = paths.repo_root() / "notebooks"
+    nb = paths.shipped() / "notebooks"
     return [k for k, c in profiles.CHAPTERS.items() if (nb / f"{c.stem}.ipynb").is_file()]
 
 

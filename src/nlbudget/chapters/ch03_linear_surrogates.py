@@ -142,7 +142,7 @@ def _row(rep, v):
 
 def author_costs() -> pd.DataFrame:
     """The author's per-layer all-linear costs (transcribed, cited in the file)."""
-    return pd.read_csv(paths.repo_root() / REFERENCE)
+    return pd.read_csv(paths.shipped() / REFERENCE)
 
 
 # ------------------------------------------------------------------ claims

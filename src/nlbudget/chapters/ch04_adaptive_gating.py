@@ -169,7 +169,7 @@ def pair(S: dict, text) -> dict:
 
 def reference(name: str) -> pd.DataFrame:
     """The author's result files, transcribed (`data/reference/p3_<name>.csv`)."""
-    return pd.read_csv(paths.repo_root() / "data" / "reference" / f"p3_{name}.csv")
+    return pd.read_csv(paths.shipped() / "data" / "reference" / f"p3_{name}.csv")
 
 
 def layer_table(rep: dict) -> pd.DataFrame:
