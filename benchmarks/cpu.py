@@ -2,16 +2,24 @@
 
 Prints the CPU model, the flags that decide the book's speed (AVX2, AVX-512, native bfloat16,
 AMX), float32 and bfloat16 GFLOPS of one of SmolLM2's MLP products (256×576 by 576×1536) on
-one thread and on two, and the cold `tox -e book` time expected on the reference CPU: the
-last build's chapter times (their freshness records), replayed in the build's schedule
-(`nlbudget.incremental.schedule`: chapters that use every core one at a time, one-thread
-chapters side by side) and scaled by this CPU's float32 speed over the reference's, plus the
-exercises and the HTML (scaled too) and the environment's creation (not scaled: it is
-downloads; the reference runner took about 5 minutes).
+one thread and on two — as PyTorch runs here, and with AVX2 only (`machine.AVX2_ONLY`) — and
+the cold `tox -e book` time expected on the reference CPU: the last build's chapter times (their
+freshness records), replayed in the build's schedule (`nlbudget.incremental.schedule`:
+chapters that use every core one at a time, one-thread chapters side by side) and scaled by the
+float32 GFLOPS of the instructions that build used over the reference's, plus the exercises
+and the HTML (scaled too) and the environment's creation (not scaled: it is downloads; the
+reference runner took about 5 minutes).
 
 The reference is the CPU of GitHub's hosted runners and most laptops: an AMD EPYC with AVX2 and
 no AVX-512 or AMX, 69 GFLOPS float32 and 1.8 GFLOPS bfloat16 on one thread at that shape.
 The book's budgets are sized so that the expected time there is at most 20 minutes.
+
+To measure rather than scale, build with AVX2 only: on a CPU with AVX-512 this makes PyTorch
+compute as the reference does (on the machine the book is built on: 69 GFLOPS float32 and 1.7
+bfloat16, the reference's own figures), and the build records it, so the scaling is then ≈ 1:
+
+    MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
+        DNNL_MAX_CPU_ISA=AVX2 tox -e book
 
     python benchmarks/cpu.py [--profile ci] [--build-dir build] [--env-seconds 300]
         [--reference-gflops 69]
@@ -19,12 +27,26 @@ The book's budgets are sized so that the expected time there is at most 20 minut
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from nlbudget import incremental, machine, paths, profiles
 
 REFERENCE = {"model": "AMD EPYC (AVX2, no AVX-512 or AMX): GitHub's hosted runners",
              "float32": 69.0, "bfloat16": 1.8}
+
+
+def gflops_with(env: dict) -> dict:
+    """{(dtype, threads): GFLOPS} measured in a fresh interpreter with `env` added (the median
+    of three measurements each)."""
+    code = ("import json, statistics; from nlbudget import machine; print(json.dumps("
+            "{f'{d} {n}': statistics.median(machine.matmul_gflops(d, n) for _ in range(3)) "
+            "for d in ('float32', 'bfloat16') for n in (1, 2)}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, **env}, check=True).stdout
+    return {tuple(k.split()): v for k, v in json.loads(out).items()}
 
 
 def replay(durations: dict[str, float], cores: int = 2) -> float:
@@ -66,17 +88,13 @@ def main():
     print("flags: " + ", ".join(f"{f} {'yes' if v else 'no' if v is not None else '?'}"
                                 for f, v in c["flags"].items()))
     m, k, n = machine.SHAPE
-    g = {}
-    for dtype in ("float32", "bfloat16"):
-        for threads in (1, 2):
-            g[dtype, threads] = machine.matmul_gflops(dtype, threads)
-        print(f"{dtype:>9} {m}x{k} @ {k}x{n}: {g[dtype, 1]:7.1f} GFLOPS on 1 thread, "
-              f"{g[dtype, 2]:7.1f} on 2  (reference CPU, 1 thread: {REFERENCE[dtype]})")
-    ratio = g["float32", 1] / a.reference_gflops
-    print(f"float32 speed over the reference's: {ratio:.2f}x; bfloat16 over float32 here: "
-          f"{g['bfloat16', 1] / g['float32', 1]:.2f}x "
-          f"(reference: {REFERENCE['bfloat16'] / REFERENCE['float32']:.3f}x)")
-
+    g = {"as PyTorch runs here": gflops_with({}),
+         "AVX2 only": gflops_with(machine.AVX2_ONLY)}
+    for label, res in g.items():
+        for dtype in ("float32", "bfloat16"):
+            print(f"{label:>20}, {dtype:>8} {m}x{k} @ {k}x{n}: {res[dtype, '1']:7.1f} GFLOPS on "
+                  f"1 thread, {res[dtype, '2']:7.1f} on 2  (reference, 1 thread: "
+                  f"{REFERENCE[dtype]})")
     build = Path(a.build_dir or paths.build_dir()) / a.profile
     durations = {}
     for key in incremental.run_order():
@@ -88,6 +106,11 @@ def main():
         return
     times = json.loads((build / "build-times.json").read_text()) if (
         build / "build-times.json").is_file() else {}
+    used = times.get("cpu", {}).get("isa", {})
+    label = "AVX2 only" if used.get("torch") == "avx2" else "as PyTorch runs here"
+    ratio = g[label]["float32", "1"] / a.reference_gflops
+    print(f"the last build computed with {used.get('torch', '?').upper()} ({label}): float32 "
+          f"{g[label]['float32', '1']:.1f} GFLOPS, {ratio:.2f}x the reference's")
     print(f"\nthe last build at {a.profile} ({build}), here and scaled to the reference CPU:")
     for key, s in durations.items():
         stem = profiles.chapter(key).stem

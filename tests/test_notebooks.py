@@ -59,7 +59,7 @@ def test_no_notebook_code_decides_a_verdict(nb_path):
 def test_bookkeeping_stays_off_the_page(nb_path):
     nb = nbformat.read(nb_path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    for c in code[:2]:  # the parameters cell and the settings check
+    for c in code[:3]:  # the install cell, the parameters cell and the settings check
         assert "remove-cell" in c.metadata.get("tags", [])
     labels = set(re.findall(r"^\((ch\d\d-[a-z0-9-]+)\)=", "\n".join(
         c.source for c in nb.cells if c.cell_type == "markdown"), re.M))

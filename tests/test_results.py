@@ -123,3 +123,27 @@ def test_cli_ledger_prints_counts_per_kind_and_verdict(tmp_path, capsys):
             if line.split() and line.split()[0] in ("paper", "derivation", "book", "all")}
     assert rows["derivation"][0] == "1" and rows["all"][-1] == str(len(results.claims_registry()))
     assert cli.main(["ledger", "--profile", "nope"]) == 2
+
+
+def test_compare_reports_changed_verdicts_and_figures(tmp_path):
+    import json
+
+    from nlbudget import results as res
+
+    def write(root, verdict, x, total):
+        d = root / "ci"
+        d.mkdir(parents=True)
+        doc = {"claims": [{"id": "A", "verdict": verdict}, {"id": "B", "verdict": "partly"}],
+               "figures": {"x": [1.0, x], "name": "m"}, "timings": {"total_s": total},
+               "environment": {"git": total}}
+        (d / "01_a.json").write_text(json.dumps(doc))
+
+    write(tmp_path / "a", "reproduced", 2.0, 10)
+    write(tmp_path / "b", "reproduced", 2.0, 99)
+    assert res.compare(tmp_path / "a", tmp_path / "b", "ci") == {
+        "01_a": {"verdicts": {}, "figures": {}}}  # timings and environment do not count
+    write(tmp_path / "c", "inconclusive", 2.1, 10)
+    d = res.compare(tmp_path / "a", tmp_path / "c", "ci")["01_a"]
+    assert d["verdicts"] == {"A": ("reproduced", "inconclusive")}
+    assert d["figures"] == {"x.1": (2.0, 2.1)}
+    assert res.compare(tmp_path / "a", tmp_path / "c", "ci", rtol=0.1)["01_a"]["figures"] == {}

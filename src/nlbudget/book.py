@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import exercises, incremental, launch, paths, profiles, results, runner
+from . import exercises, incremental, launch, machine, paths, profiles, results, runner
 
 PART_TITLES = {
     "I": "Part I — Gated MLPs as symmetry-broken bilinear attention",
@@ -135,11 +135,14 @@ def timings_markdown(profile: str, results_dir: Path | None = None,
     timings (each chapter's total, and its longest top-level phases)."""
     lines = [f"| chapter | minutes at `{profile}` | where the time goes (longest phases, s) |",
              "|---|---:|---|"]
-    total = 0.0
+    total, cpus_seen = 0.0, []
     for key in incremental.run_order():
         stem = profiles.chapter(key).stem
         try:
-            t = results.read(stem, profile, results_dir)["timings"]
+            doc = results.read(stem, profile, results_dir)
+            t = doc["timings"]
+            if doc.get("environment", {}).get("cpu"):
+                cpus_seen.append(doc["environment"]["cpu"])
         except (FileNotFoundError, KeyError):
             lines.append(f"| {stem} | — | not run |")
             continue
@@ -150,6 +153,9 @@ def timings_markdown(profile: str, results_dir: Path | None = None,
     light = ", ".join(k for k in incremental.run_order() if incremental.threads(k))
     lines.append(f"| **all chapters** | **{total / 60:.1f}** | the sum; the build runs the "
                  f"one-thread chapters ({light}) side by side, so it takes less |")
+    cpus = sorted({machine.describe(c) for c in cpus_seen})
+    if cpus:
+        lines += ["", f"Built on: {'; '.join(cpus)} (float32 on the CPU)."]
     return "\n".join(lines) + "\n"
 
 

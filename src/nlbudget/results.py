@@ -186,3 +186,50 @@ def counts(rows: list[dict]) -> dict[str, dict[str, int]]:
         out[r["kind"]][r["verdict"]] += 1
         out["all"][r["verdict"]] += 1
     return out
+
+
+# ---------------------------------------------------------------- comparing two builds
+
+def _leaves(obj, prefix=""):
+    """Every number and string of a figures tree, by its path (`a.b.3.c`)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _leaves(v, f"{prefix}.{i}")
+    else:
+        yield prefix, obj
+
+
+def compare(a: str | Path, b: str | Path, profile: str, rtol: float = 0.0) -> dict:
+    """Two results folders' `profile` results, chapter by chapter: the claims whose verdict
+    differs, and the figures that differ by more than `rtol` (relative; 0: any difference),
+    leaving out timings and the environment. {stem: {"verdicts": {id: (a, b)},
+    "figures": {path: (a, b)}, "missing": side}}."""
+    out = {}
+    stems = sorted({p.stem for d in (a, b) for p in (Path(d) / profile).glob("*.json")})
+    for stem in stems:
+        docs = []
+        for d in (a, b):
+            p = Path(d) / profile / f"{stem}.json"
+            docs.append(json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None)
+        if None in docs:
+            out[stem] = {"missing": "first" if docs[0] is None else "second"}
+            continue
+        va = {c["id"]: c["verdict"] for c in docs[0]["claims"]}
+        vb = {c["id"]: c["verdict"] for c in docs[1]["claims"]}
+        verdicts = {i: (va.get(i), vb.get(i)) for i in sorted(set(va) | set(vb))
+                    if va.get(i) != vb.get(i)}
+        fa, fb = dict(_leaves(docs[0]["figures"])), dict(_leaves(docs[1]["figures"]))
+        figures = {}
+        for k in sorted(set(fa) | set(fb)):
+            x, y = fa.get(k), fb.get(k)
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)) \
+                    and not isinstance(x, bool) and not isinstance(y, bool):
+                if abs(x - y) > rtol * max(abs(x), abs(y)) and x != y:
+                    figures[k] = (x, y)
+            elif x != y:
+                figures[k] = (x, y)
+        out[stem] = {"verdicts": verdicts, "figures": figures}
+    return out

@@ -258,6 +258,7 @@ def fit_layers(model, windows: torch.Tensor, layers=None, batch_size: int = 8,
     return fit_layers_both(model, windows, layers, batch_size, dtype, (skip_first,))[skip_first]
 
 
+@timing.timed("surrogates.fit_layers_both")
 def fit_layers_both(model, windows: torch.Tensor, layers=None, batch_size: int = 8,
                     dtype: torch.dtype = torch.float32, variants=(False, True)) -> dict:
     """`fit_layers` for each `skip_first` in `variants` from one capture of the MLPs over
