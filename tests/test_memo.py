@@ -87,3 +87,14 @@ def test_random_routing_is_never_shared():
 
     assert not surrogates._memoizable(gating.RandomRouting.__new__(gating.RandomRouting))
     assert surrogates._memoizable(surrogates.Ablated())
+
+
+def test_a_fit_of_some_layers_is_read_from_a_fit_of_every_layer(tiny, monkeypatch):
+    """Chapter 04's one-layer illustration reads the layer out of chapter 03's all-layer fit
+    of the same windows: the same tensors, no capture."""
+    model, w = tiny
+    every, r2 = surrogates.fit_layers(model, w[:4], skip_first=True)
+    monkeypatch.setattr(surrogates, "fit_ridge", lambda *a, **k: pytest.fail("refitted"))
+    one, r2_one = surrogates.fit_layers(model, w[:4], layers=[1], skip_first=True)
+    assert list(one) == [1] and r2_one == {1: r2[1]}
+    torch.testing.assert_close(one[1].W, every[1].W, rtol=0, atol=0)

@@ -268,10 +268,17 @@ def fit_layers_both(model, windows: torch.Tensor, layers=None, batch_size: int =
     from .capture import MLPCapture
 
     out, keys = {}, {}
+    mk = memo.model_key(model) if memo.enabled() else None
     for sf in variants:
-        keys[sf] = (memo.key("fit", memo.model_key(model), windows, layers, batch_size, sf,
-                             dtype, RIDGE_LAMBDA) if memo.enabled() else None)
+        keys[sf] = (memo.key("fit", mk, windows, layers, batch_size, sf, dtype, RIDGE_LAMBDA)
+                    if mk else None)
         hit = memo.get("fit", keys[sf]) if keys[sf] else None
+        if hit is None and mk and layers is not None:  # a fit of every layer holds these
+            every = memo.get("fit", memo.key("fit", mk, windows, None, batch_size, sf, dtype,
+                                             RIDGE_LAMBDA))
+            if every is not None and all(l in every["fits"] for l in layers):
+                hit = {"fits": {l: every["fits"][l] for l in layers},
+                       "r2": {l: every["r2"][l] for l in layers}}
         if hit is not None:
             out[sf] = ({l: LinearSurrogate(W, b) for l, (W, b) in hit["fits"].items()},
                        hit["r2"])
