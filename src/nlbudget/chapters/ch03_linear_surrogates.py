@@ -27,7 +27,7 @@ SETTINGS = {
     # W and b: 16 windows raised the worst keep-first layer's cost from +19 % to +133 %);
     # eval_windows = chapter 04's gate_windows: the same windows, measured once (`memo`)
     "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
-               fit_windows=40, eval_windows=3, batch_size=8, **training.PAIR["ci"],
+               fit_windows=40, eval_windows=2, batch_size=8, **training.PAIR["ci"],
                ft_steps=6, ft_lr=1e-4, n_boot=1000),
     "paper": dict(models=_PAPER_MODELS, corpus="wikitext-103", dtype="float32", window=512,
                   fit_windows=20, eval_windows=100, batch_size=8, **training.PAIR["paper"],

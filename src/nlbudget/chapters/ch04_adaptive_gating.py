@@ -29,7 +29,7 @@ SETTINGS = {
                   phase2_steps=2, ft_lr=1e-4, gate_lr=1e-3, sparsity=0.1, n_boot=50,
                   random_draws=1),
     "ci": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
-               dtype="float32", window=256, fit_windows=40, gate_windows=3, select_windows=2,
+               dtype="float32", window=256, fit_windows=40, gate_windows=2, select_windows=2,
                eval_windows=2, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=2,
                max_cost=0.01, **training.PAIR["ci"], phase1_steps=4, phase2_steps=4,
                ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=1),

@@ -25,7 +25,7 @@ SETTINGS = {
     "smoke": dict(ru_widths="2,8", ru_steps=20, ru_seeds=1, dyck_len=8, hop_len=8, hops="1", hop_vocab=4, hop_seeds=1, hop_steps=8,
                   heads=2, layers=2, d=2, m=16, steps=8, batch=16, seeds=1, lr=1e-2, n_test=200),
     "ci": dict(ru_widths="2,4,8,16,32,64", ru_steps=80, ru_seeds=2, dyck_len=16, hop_len=16, hops="1",
-               hop_vocab=6, hop_seeds=1, hop_steps=50, heads=2, layers=2, d=4, m=64, steps=300, batch=64, seeds=2, lr=5e-3,
+               hop_vocab=6, hop_seeds=1, hop_steps=50, heads=2, layers=2, d=4, m=64, steps=300, batch=48, seeds=2, lr=5e-3,
                n_test=400),
     "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, ru_seeds=5, dyck_len=40, hop_len=32,
                   hops="1,2,3,4", hop_vocab=8, hop_seeds=5, hop_steps=5000, heads=2, layers=3, d=8, m=256, steps=5000,
