@@ -8,6 +8,7 @@ and `ledger.md`, generated from the results files.
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -312,10 +313,6 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
 def _record_build(profile: str, build_dir, took: dict) -> None:
     """`<build>/<profile>/build-times.json`: how long this build's phases took (chapters,
     exercises, HTML), what ran, and on which CPU; `benchmarks/cpu.py` scales it to another CPU."""
-    import json
-
-    from . import machine
-
     doc = {**{k: round(v, 1) if isinstance(v, float) else v for k, v in took.items()},
            "cpu": machine.cpu(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     path = Path(build_dir or paths.build_dir()) / profile / "build-times.json"

@@ -279,7 +279,7 @@ def load_hub(name: str) -> Corpus:
         paras = [t.strip() for s in ("train", "validation", "test") for t in ds[s]["text"]
                  if t.strip() and not t.strip().startswith("=")]
     # the content's digest: checkpoints and tokenizers trained on it are cached under it
-    digest = hashlib.sha256("\n\n".join(paras).encode("utf-8")).hexdigest()
+    digest = _digest("\n\n".join(paras).encode("utf-8"))
     return Corpus(name, tuple(paras), digest, licence)
 
 

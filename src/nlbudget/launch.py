@@ -10,7 +10,6 @@ and the book's `_config.yml` gains the buttons at staging time.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -60,12 +59,6 @@ def notebooks() -> list[Path]:
 
 def _is_install_cell(cell: dict) -> bool:
     return cell["cell_type"] == "code" and "".join(cell["source"]).startswith(MARK)
-
-
-def install_cell_of(path: Path) -> dict | None:
-    """A notebook's install cell (its first cell), or None."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return cells[0] if cells and _is_install_cell(cells[0]) else None
 
 
 def sync(url: str | None = None) -> list[Path]:
