@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from common import parser, timed
-from nlbudget import capture, corpora, gating, models, surrogates
+from nlbudget import capture, gating, surrogates
+from nlbudget.assets import corpora, models
 
 
 

@@ -18,7 +18,8 @@ several times slower on a CPU). The K/V cache bytes are printed for both models.
 import torch
 
 from common import parser
-from nlbudget import models, preprojection as pp
+from nlbudget.assets import models
+from nlbudget import preprojection as pp
 
 
 def main():

@@ -15,7 +15,8 @@ import time
 import torch
 
 from common import parser, timed
-from nlbudget import capture, corpora, models, surrogates
+from nlbudget import capture, evaluation, surrogates
+from nlbudget.assets import corpora, models
 
 
 
@@ -71,7 +72,7 @@ def main():
             h = b(h, **kw)
         t_blocks = time.perf_counter() - t
         t = time.perf_counter()
-        surrogates.token_nll(lay.head(model, h), sw)
+        evaluation.token_nll(lay.head(model, h), sw)
         t_head = time.perf_counter() - t
     print(f"    one pass = {L} blocks {t_blocks:.2f} s + LM head and loss {t_head:.2f} s: "
           f"the head is paid once per swapped layer by both methods")

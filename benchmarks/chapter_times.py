@@ -8,12 +8,13 @@ indented; a nested phase's time is also inside its parent's), and the sum over c
         [--run] [--force]
 
 With `--run` it first builds the chapters that are not fresh (`--force`: all of them) with
-`nlbudget.incremental.run_chapters`, then prints the times those runs recorded.
+`nlbudget.book.runner.run_chapters`, then prints the times those runs recorded.
 """
 
 import argparse
 
-from nlbudget import incremental, profiles, results
+from nlbudget.book import plan, profiles, runner
+from nlbudget.verdicts import results
 
 
 def main():
@@ -26,10 +27,10 @@ def main():
     ap.add_argument("--min-seconds", type=float, default=1.0, help="hide shorter phases")
     a = ap.parse_args()
     if a.run:
-        incremental.run_chapters(a.profile, results_dir=a.results_dir, build_dir=a.build_dir,
-                                 force=a.force)
+        runner.run_chapters(plan.make(a.profile, results_dir=a.results_dir,
+                                      build_dir=a.build_dir, force=a.force))
     total = 0.0
-    for key in incremental.run_order():
+    for key in plan.run_order():
         stem = profiles.chapter(key).stem
         try:
             doc = results.read(stem, a.profile, a.results_dir)

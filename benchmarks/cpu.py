@@ -4,7 +4,7 @@ Prints the CPU model, the flags that decide the book's speed (AVX2, AVX-512, nat
 AMX), float32 and bfloat16 GFLOPS of one of SmolLM2's MLP products (256×576 by 576×1536) on
 one thread and on two — as PyTorch runs here, and with AVX2 only (`machine.AVX2_ONLY`) — and
 the cold `tox -e book` time expected on the reference CPU: the last build's chapter times (their
-freshness records), replayed in the build's schedule (`nlbudget.incremental.schedule`:
+freshness records), replayed in the build's schedule (`nlbudget.book.plan.schedule`:
 chapters that use every core one at a time, one-thread chapters side by side) and scaled by the
 float32 GFLOPS of the instructions that build used over the reference's, plus the exercises
 and the HTML (scaled too) and the environment's creation (not scaled: it is downloads; the
@@ -32,7 +32,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nlbudget import incremental, machine, paths, profiles
+from nlbudget.book import plan, profiles
+from nlbudget.assets import machine
+from nlbudget import paths
 
 REFERENCE = {"model": "AMD EPYC (AVX2, no AVX-512 or AMX): GitHub's hosted runners",
              "float32": 69.0, "bfloat16": 1.8}
@@ -50,10 +52,10 @@ def gflops_with(env: dict) -> dict:
 
 
 def replay(durations: dict[str, float], cores: int = 2) -> float:
-    """The wall time of `incremental.run_chapters` with these chapter durations: its schedule,
+    """The wall time of `runner.run_chapters` with these chapter durations: its schedule,
     a chapter that uses every core alone, one-thread chapters `cores` at a time, and no
     chapter before those whose results it reads have finished."""
-    order = incremental.schedule(list(durations))
+    order = plan.schedule(list(durations))
     t, running = 0.0, {}  # key -> end time
 
     def wait_one():
@@ -62,10 +64,10 @@ def replay(durations: dict[str, float], cores: int = 2) -> float:
         t = max(t, running.pop(k))
 
     for k in order:
-        while any(d in running for d in incremental.reads(k)):
+        while any(d in running for d in plan.reads(k)):
             wait_one()
-        need = incremental.threads(k) or cores
-        while running and sum(incremental.threads(r) for r in running) + need > cores:
+        need = plan.threads(k) or cores
+        while running and sum(plan.threads(r) for r in running) + need > cores:
             wait_one()
         if need >= cores:
             t += durations[k]
@@ -97,8 +99,8 @@ def main():
                   f"{REFERENCE[dtype]})")
     build = Path(a.build_dir or paths.build_dir()) / a.profile
     durations = {}
-    for key in incremental.run_order():
-        rec = incremental.record(key, a.profile, build_dir=a.build_dir)
+    for key in plan.run_order():
+        rec = plan.record(key, a.profile, build_dir=a.build_dir)
         if rec and rec.get("elapsed_s"):
             durations[key] = float(rec["elapsed_s"])
     if not durations:
@@ -114,7 +116,7 @@ def main():
     print(f"\nthe last build at {a.profile} ({build}), here and scaled to the reference CPU:")
     for key, s in durations.items():
         stem = profiles.chapter(key).stem
-        one = " (one thread)" if incremental.threads(key) else ""
+        one = " (one thread)" if plan.threads(key) else ""
         print(f"  {stem:<28}{s / 60:6.1f} min here  {s * ratio / 60:6.1f} min there{one}")
     here = replay(durations)
     there = replay({k: v * ratio for k, v in durations.items()})

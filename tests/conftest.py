@@ -1,5 +1,4 @@
 import os
-import time
 
 import pytest
 
@@ -17,15 +16,12 @@ def isolated_cache(tmp_path, monkeypatch):
 def smoke(tmp_path_factory):
     """Every chapter at smoke, then every exercise notebook (solutions included), run the way
     `nlbudget book` runs them (incrementally). Returns (results folder, build folder)."""
-    from nlbudget import exercises, incremental
+    from nlbudget.book import plan, runner
 
     root = tmp_path_factory.mktemp("smoke")
     res, bld = root / "results", root / "build"
-    t = time.perf_counter()
-    out = incremental.run_chapters("smoke", 0, res, bld, log=print)
-    assert set(out.values()) == {"ran"}
-    print(f"smoke chapters: {time.perf_counter() - t:.0f} s")
-    t = time.perf_counter()
-    assert set(exercises.run_all("smoke", res, bld, log=print).values()) == {"ran"}
-    print(f"exercise notebooks: {time.perf_counter() - t:.0f} s")
+    out = runner.run_plan(plan.make("smoke", 0, res, bld), log=print)
+    assert set(out["chapters"].values()) == {"ran"} and set(out["exercises"].values()) == {"ran"}
+    print(f"smoke chapters: {out['chapters_s']:.0f} s, exercise notebooks: "
+          f"{out['exercises_s']:.0f} s")
     return res, bld

@@ -7,7 +7,8 @@ import copy
 import numpy as np
 import pytest
 
-from nlbudget import profiles, results
+from nlbudget.book import profiles
+from nlbudget.verdicts import results
 from nlbudget.chapters import (ch01_gated_mlp_symmetry as c1, ch02_does_symmetry_matter as c2,
                                ch03_linear_surrogates as c3, ch04_adaptive_gating as c4,
                                ch05_fixed_universal as c5, ch06_preprojection_probes as c6)

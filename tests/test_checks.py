@@ -9,7 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nlbudget import bilinear, checks, profiles
+from nlbudget import bilinear
+from nlbudget.teaching import checks
+from nlbudget.book import profiles
 
 ACT = bilinear.ACTIVATIONS
 

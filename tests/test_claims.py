@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from nlbudget import claims, stats
-from nlbudget.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, Claim,
+from nlbudget.verdicts import claims, stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, Claim,
                              Decision)
 
 
@@ -98,7 +98,7 @@ def test_a_single_seed_never_decides():
     assert claims.needs_seeds(d, 1).verdict == INCONCLUSIVE
     assert claims.needs_seeds(Decision(NOT_REPRODUCED, "x"), 1).verdict == INCONCLUSIVE
     assert claims.needs_seeds(d, 3) is d
-    assert claims.bonferroni(0.95, 10) == pytest.approx(0.995)
+    assert stats.bonferroni(10) == pytest.approx(0.995)
 
 
 # ------------------------------------------------------------------ stats

@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from nlbudget import assets, corpora
+from nlbudget.assets import downloads as assets, corpora
 
 REST = """\
 Generators
@@ -85,7 +85,7 @@ def test_absent_corpus_says_how_to_get_it(isolated_cache, monkeypatch):
 
 
 def test_hub_corpus_fails_fast_offline(monkeypatch):
-    monkeypatch.setattr("nlbudget.models.hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr("nlbudget.assets.models.hub_reachable", lambda timeout=3.0: False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     with pytest.raises(corpora.CorpusUnavailable, match="offline corpora"):
         corpora.load("wikitext-103")
@@ -210,14 +210,14 @@ class _WordTok:
 
 
 def _toy_corpus(n):
-    from nlbudget.corpora import Corpus
+    from nlbudget.assets.corpora import Corpus
 
     return Corpus("toy", tuple(f"paragraph {i} " + "word " * (3 + i % 5) for i in range(n)),
                   "0" * 64, "none")
 
 
 def test_mixed_windows_deal_disjoint_paragraphs_from_one_mixture():
-    from nlbudget.corpora import describe, mixed_windows
+    from nlbudget.assets.corpora import describe, mixed_windows
 
     Tok, c = _WordTok, _toy_corpus(400)
     spans = mixed_windows(c, Tok(), 8, {"fit": 10, "eval": 5, "gate": 3}, seed=1)

@@ -8,7 +8,9 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import CausalLMOutput
 
-from nlbudget import devices, gating, profiles, surrogates
+from nlbudget.assets import devices
+from nlbudget import gating, surrogates
+from nlbudget.book import profiles
 
 
 def test_auto_is_cuda_only_where_cuda_is(monkeypatch):

@@ -13,7 +13,8 @@ from importlib import metadata
 import pytest
 import yaml
 
-from nlbudget import paths, results
+from nlbudget import paths
+from nlbudget.verdicts import results
 
 ROOT = paths.repo_root()
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

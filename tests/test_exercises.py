@@ -8,13 +8,14 @@ import nbformat
 import papermill as pm
 import pytest
 
-from nlbudget import checks, exercises, launch, profiles, runner
+from nlbudget.teaching import checks
+from nlbudget.book import exercises, launch, plan, profiles
 
 KEYS = exercises.available()
 
 
 def test_every_chapter_has_exercises():
-    assert KEYS == runner.available_chapters()
+    assert KEYS == profiles.available_chapters()
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -90,7 +91,7 @@ def test_with_solutions_every_check_passes(smoke):
         assert not errors and "✗" not in text, key
         assert text.count("✓") == len(exercises.catalogue(key)), (key, text)
     # nothing changed: a second pass runs none of them
-    assert set(exercises.run_all("smoke", res, bld).values()) == {"fresh"}
+    assert {s.why for s in plan.make("smoke", 0, res, bld).exercises} == {"fresh"}
 
 
 @pytest.mark.exercises

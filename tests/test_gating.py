@@ -1,11 +1,15 @@
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from nlbudget import capture, corpora, gating, models, surrogates
+from nlbudget import capture, gating, surrogates
+from nlbudget.assets import corpora, models
+from nlbudget.chapters import ch04_adaptive_gating as ch04
+from nlbudget.verdicts import stats
 
 VOCAB = 61
 
@@ -73,7 +77,7 @@ def test_token_context_split_sums_back_exactly():
     ids = _ids()
     for dtype in (torch.float32, torch.bfloat16):
         m = model.to(dtype)
-        acts = gating.activations(m, ids, batch_size=3)
+        acts = capture.activations(m, ids, batch_size=3)
         for l in range(3):
             e, c = gating.split_token_context(acts["h"][l], acts["e"])
             assert torch.equal(e + c, acts["h"][l].double())
@@ -85,7 +89,7 @@ def test_token_context_split_sums_back_exactly():
 def test_captured_residual_is_what_the_mlp_norm_reads():
     model = _llama()
     ids = _ids()
-    acts = gating.activations(model, ids, batch_size=8)
+    acts = capture.activations(model, ids, batch_size=8)
     for l, block in enumerate(capture.blocks(model)):
         with torch.no_grad():
             x = block.post_attention_layernorm(acts["h"][l])
@@ -158,10 +162,10 @@ def test_auc_matches_pair_counting_with_ties():
     rng = np.random.default_rng(0)
     s = rng.integers(0, 5, size=60).astype(float)  # many ties, as a token-only gate has
     y = rng.random(60) < 0.4 + 0.1 * s
-    assert gating.auc(s, y) == pytest.approx(_auc_pairs(s, y))
-    a, lo, hi = gating.bootstrap_auc(s, y, groups=np.arange(60) // 6, n_boot=300)
+    assert stats.auc(s, y) == pytest.approx(_auc_pairs(s, y))
+    a, lo, hi = stats.bootstrap_auc(s, y, groups=np.arange(60) // 6, n_boot=300)
     assert lo <= a <= hi
-    assert gating.auc(-s, y) == pytest.approx(1 - a)
+    assert stats.auc(-s, y) == pytest.approx(1 - a)
 
 
 def test_no_fly_lists_and_their_transfer():
@@ -185,14 +189,21 @@ def test_flops_count_the_gated_mlp():
     assert f.saved([1.0] * 3) == pytest.approx(3 * (f.mlp - f.surrogate - f.gate) / f.total)
 
 
-def test_gating_report_and_two_phase_run_on_a_tiny_model():
+def test_gating_phases_and_two_phase_run_on_a_tiny_model():
     model = models.build_tiny("neox-seq", seed=0, vocab_size=VOCAB, n_layer=3, d_model=32,
                               n_head=4, context=32).eval()
     ids = _ids(30, 16, seed=4)
     fits, _ = surrogates.fit_layers(model, ids[:8], skip_first=True)
-    rep = gating.gating_report(model, fits, ids[8:16], ids[16:22], ids[22:],
-                               kinds=("linear", "pca-2"), curve_layers=[1], probe_layers=[0, 1],
-                               fractions=(0.25, 0.75), batch_size=4, n_boot=20)
+    S = {"seed": 0, "n_boot": 20, "gates": "linear,pca-2", "random_draws": 3, "max_cost": 0.01,
+         "pair_layers": 3, "phase1_steps": 2, "phase2_steps": 2, "ft_lr": 1e-3, "gate_lr": 1e-2,
+         "sparsity": 0.1, "pair_batch": 4}
+    run = ch04.Run(model, fits, ids[8:16], ids[16:22], ids[22:], S, curve_layers=[1],
+                   batch_size=4)
+    d = ch04.deltas(run)
+    acts = ch04.activations(run)
+    layers = [ch04.layer_gates(run, d, acts, l, fractions=(0.25, 0.75)) for l in range(run.L)]
+    ev = ch04.routing(run, layers)
+    rep = ch04.report(run, layers, ev, ch04.compound_gating(run, layers, d, ev))
     assert len(rep["per_layer"]) == 3
     curve = rep["per_layer"][1]["curve"]
     assert [p["target"] for p in curve] == [0.25, None, 0.75]  # sorted by share routed
@@ -205,14 +216,15 @@ def test_gating_report_and_two_phase_run_on_a_tiny_model():
     assert len(row["random"]["draws"]) == 3
     assert abs(row["random"]["routed"] - row["random"]["target"]) < 0.2
     assert set(rep["per_layer"][0]["auc"]) == {"linear:x", "linear:h", "linear:e", "linear:c"}
-    assert set(rep["per_layer"][2]["auc"]) == {"linear:x"}
+    assert "curve" not in rep["per_layer"][0] and "kinds" not in rep["per_layer"][2]
     comp = rep["compound"]
     assert comp["k_star"] in [int(k) for k in comp["selection"]] + [0]
+    assert set(rep["flops"]) == {"mlp", "surrogate", "gate", "blocks", "head"}
     stream = torch.randint(0, VOCAB, (2000,), generator=torch.Generator().manual_seed(5))
-    tp = surrogates.two_phase_linearization(model, [1], ids[:8], stream, ids[22:], 2, 2,
-                                            lr=1e-3, gate_lr=1e-2, sparsity=0.1,
-                                            batch_size=4, context=16, seed=0)
-    assert tp["steps"]["control"] == 4
+    data = {"spans": {"fit": SimpleNamespace(windows=ids[:8])}, "train": stream,
+            "context": 16, "eval": ids[22:]}
+    tp = ch04.two_phase(run, data)
+    assert tp["layers"] == [1] and tp["steps"]["control"] == 4
     assert all(np.isfinite(tp[k]) for k in ("phase1_ppl", "phase2_soft_ppl", "control_ppl"))
 
 
@@ -238,10 +250,10 @@ def test_paired_auc_difference():
     groups = np.repeat(np.arange(40), 100)
     good = y + rng.normal(0, 1.0, 4000)
     bad = rng.normal(0, 1.0, 4000)
-    d, lo, hi = gating.bootstrap_auc_diff(good, bad, y, groups, n_boot=300)
-    assert d == pytest.approx(gating.auc(good, y) - gating.auc(bad, y))
+    d, lo, hi = stats.bootstrap_auc_diff(good, bad, y, groups, n_boot=300)
+    assert d == pytest.approx(stats.auc(good, y) - stats.auc(bad, y))
     assert lo > 0.1
-    d, lo, hi = gating.bootstrap_auc_diff(good, good, y, groups, n_boot=100)
+    d, lo, hi = stats.bootstrap_auc_diff(good, good, y, groups, n_boot=100)
     assert d == lo == hi == 0.0
 
 

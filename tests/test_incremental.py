@@ -1,4 +1,4 @@
-"""Rebuild only what changed (nlbudget.incremental): run order, freshness, and what reruns
+"""Rebuild only what changed (nlbudget.book.plan): run order, freshness, and what reruns
 after an edit, a failure or --force. The chapters' execution is replaced by a stub that
 writes what a run writes (executed notebook, results file), so the logic is tested in
 milliseconds; test_notebooks.py checks the same on real smoke runs."""
@@ -9,26 +9,28 @@ import shutil
 
 import pytest
 
-from nlbudget import incremental, paths, profiles, results, runner
+from nlbudget.book import plan, profiles, runner
+from nlbudget import paths
+from nlbudget.verdicts import results
 
-KEYS = runner.available_chapters()
+KEYS = profiles.available_chapters()
 
 
 def test_run_order_puts_what_is_read_first():
-    order = incremental.run_order()
+    order = plan.run_order()
     assert sorted(order) == sorted(KEYS)
     for k in KEYS:
-        for d in incremental.reads(k):
+        for d in plan.reads(k):
             assert order.index(d) < order.index(k)
-    assert "03" in incremental.reads("02")  # chapter 02 overlays chapter 03's costs
-    assert incremental.dependants("03") == ["02"]
-    assert incremental.dependants("05") == []
+    assert "03" in plan.reads("02")  # chapter 02 overlays chapter 03's costs
+    assert plan.dependants("03") == ["02"]
+    assert plan.dependants("05") == []
 
 
 def test_a_cycle_is_refused(monkeypatch):
-    monkeypatch.setattr(incremental, "reads", lambda k: {"01": ("02",), "02": ("01",)}.get(k, ()))
+    monkeypatch.setattr(plan, "reads", lambda k: {"01": ("02",), "02": ("01",)}.get(k, ()))
     with pytest.raises(ValueError, match="cycle"):
-        incremental.run_order(["01", "02"])
+        plan.run_order(["01", "02"])
 
 
 @pytest.fixture
@@ -63,7 +65,7 @@ def stub_runs(monkeypatch, tmp_path):
         ran.append(key)
         return out
 
-    monkeypatch.setattr(incremental.runner, "run", fake_run)
+    monkeypatch.setattr(runner, "run", fake_run)
     return ran, fake_run, tmp_path / "results", tmp_path / "build"
 
 
@@ -72,13 +74,13 @@ def _run(stub, **kw):
     ran.clear()
     lines = []
     # one core: every chapter runs in this process, through the stub
-    out = incremental.run_chapters("smoke", 0, res, bld, log=lines.append, cores=1, **kw)
+    out = runner.run_chapters(plan.make("smoke", 0, res, bld, **kw), log=lines.append, cores=1)
     return list(ran), out, lines
 
 
 def test_second_build_runs_nothing(checkout, stub_runs):
     ran, out, _ = _run(stub_runs)
-    assert ran == incremental.schedule() and set(out.values()) == {"ran"}
+    assert ran == plan.schedule() and set(out.values()) == {"ran"}
     ran, out, lines = _run(stub_runs)
     assert ran == [] and set(out.values()) == {"fresh"}
     assert all("fresh, skipped" in ln for ln in lines)
@@ -90,7 +92,7 @@ def test_editing_a_notebook_reruns_it_and_its_dependants_only(checkout, stub_run
     doc = json.loads(nb.read_text())
     doc["cells"][0]["source"] = doc["cells"][0]["source"] + ["\nAn edited sentence."]
     nb.write_text(json.dumps(doc))
-    assert incremental.status("03", "smoke", 0, stub_runs[2], stub_runs[3]) == "changed: notebook"
+    assert plan.status("03", "smoke", 0, stub_runs[2], stub_runs[3]) == "changed: notebook"
     ran, _, _ = _run(stub_runs)
     assert ran == ["03", "02"]  # chapter 02 reads chapter 03's results
     nb = checkout / "notebooks" / f"{profiles.chapter('05').stem}.ipynb"
@@ -101,7 +103,7 @@ def test_editing_a_notebook_reruns_it_and_its_dependants_only(checkout, stub_run
 def test_changed_settings_or_seed_rerun(checkout, stub_runs):
     _run(stub_runs)
     ran, _, res, bld = stub_runs
-    assert incremental.status("01", "smoke", 1, res, bld) == "changed: settings"
+    assert plan.status("01", "smoke", 1, res, bld) == "changed: settings"
 
 
 def test_a_failed_run_never_leaves_a_chapter_fresh(checkout, stub_runs):
@@ -112,7 +114,7 @@ def test_a_failed_run_never_leaves_a_chapter_fresh(checkout, stub_runs):
     fake.fail = "04"
     with pytest.raises(RuntimeError, match="killed"):
         _run(stub_runs)
-    assert incremental.status("04", "smoke", 0, res, bld) == "its last run did not finish"
+    assert plan.status("04", "smoke", 0, res, bld) == "its last run did not finish"
     fake.fail = None
     assert _run(stub_runs)[0] == ["04"]
 
@@ -121,7 +123,7 @@ def test_a_deleted_or_edited_output_is_not_fresh(checkout, stub_runs):
     _run(stub_runs)
     _, _, res, bld = stub_runs
     results.results_path(profiles.chapter("06").stem, "smoke", res).unlink()
-    assert incremental.status("06", "smoke", 0, res, bld) == "its results file is missing or changed"
+    assert plan.status("06", "smoke", 0, res, bld) == "its results file is missing or changed"
     (bld / "smoke" / "chapters" / f"{profiles.chapter('01').stem}.ipynb").write_text("{}")
     assert sorted(_run(stub_runs)[0]) == ["01", "06"]
 
@@ -129,7 +131,7 @@ def test_a_deleted_or_edited_output_is_not_fresh(checkout, stub_runs):
 def test_force_reruns_everything(checkout, stub_runs):
     _run(stub_runs)
     ran, out, _ = _run(stub_runs, force=True)
-    assert ran == incremental.schedule()
+    assert ran == plan.schedule()
 
 
 def test_progress_names_start_end_and_time_left(checkout, stub_runs):
@@ -143,18 +145,18 @@ def test_progress_names_start_end_and_time_left(checkout, stub_runs):
 
 
 def test_the_library_but_not_other_chapters_modules_is_an_input():
-    a = incremental.library_digest("01")
-    assert a == incremental.library_digest("01")
-    assert a != incremental.library_digest("02")  # each sees its own chapter module
+    a = plan.library_digest("01")
+    assert a == plan.library_digest("01")
+    assert a != plan.library_digest("02")  # each sees its own chapter module
 
 
 def test_one_thread_chapters_run_side_by_side_after_what_they_read():
-    order = incremental.schedule()
-    light = [k for k in order if incremental.threads(k) == 1]
+    order = plan.schedule()
+    light = [k for k in order if plan.threads(k) == 1]
     assert {"01", "02", "05"} <= set(light)
-    assert all(incremental.threads(k) is None for k in ("03", "04", "06"))
+    assert all(plan.threads(k) is None for k in ("03", "04", "06"))
     # the chapters the one-thread ones read come first, then the one-thread chapters together
     assert order.index("03") < order.index("02")
     assert order[order.index(light[0]):order.index(light[0]) + len(light)] == light
     pos = {k: i for i, k in enumerate(order)}
-    assert all(pos[d] < pos[k] for k in order for d in incremental.reads(k))
+    assert all(pos[d] < pos[k] for k in order for d in plan.reads(k))

@@ -7,7 +7,8 @@ import nbformat
 import pytest
 import yaml
 
-from nlbudget import book, launch, paths
+from nlbudget.book import build as book, launch
+from nlbudget import paths
 
 
 def test_every_notebook_starts_with_the_hidden_install_cell():

@@ -1,10 +1,11 @@
-"""Shared measurements (nlbudget.memo): a hit is exactly what a fresh computation gives, and
+"""Shared measurements (nlbudget.assets.memo): a hit is exactly what a fresh computation gives, and
 anything that changes the result changes the key."""
 
 import pytest
 import torch
 
-from nlbudget import memo, models, surrogates
+from nlbudget.assets import memo, models
+from nlbudget import surrogates
 from nlbudget.capture import mlps
 
 

@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from nlbudget import assets, models
+from nlbudget.assets import downloads as assets, models
 
 
 def test_tiny_configs_differ_only_where_intended():

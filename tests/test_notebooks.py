@@ -12,10 +12,12 @@ import nbformat
 import pytest
 import yaml
 
-from nlbudget import book, exercises, incremental, paths, profiles, results, runner
+from nlbudget.book import build as book, exercises, plan, profiles, runner
+from nlbudget import paths
+from nlbudget.verdicts import results
 
 NOTEBOOKS = sorted((paths.repo_root() / "notebooks").glob("*.ipynb"))
-KEYS = runner.available_chapters()
+KEYS = profiles.available_chapters()
 
 
 def test_every_registered_chapter_is_found():
@@ -35,10 +37,14 @@ def test_notebook_is_stored_clean_and_parameterised(nb_path):
         assert isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant), \
             ast.unparse(stmt)
         names.append(stmt.targets[0].id)
-    assert names[:4] == list(profiles.RUN_PARAMETERS)
+    # settings are written once, in the chapter module: the parameters cell holds the run's
+    # parameters only, and the next cell reads them (and papermill's overrides) through
+    # `profiles.from_notebook`, before the notebook defines anything of its own
+    assert names == list(profiles.RUN_PARAMETERS)
     ch = profiles.chapter(nb_path.stem)
-    assert set(names[4:]) == set(ch.settings["ci"]), "parameters cell = the chapter's settings"
-    assert "profiles.validate(" in code[params[0] + 1].source, "validate in the next cell"
+    assert code[params[0] + 1].source.strip().endswith(
+        f'S = profiles.from_notebook("{ch.key}", globals())')
+    assert not any("profiles.validate(" in c.source for c in code)
 
 
 VERDICT_WORDS = re.compile(r"reproduced|inconclusive|not run|partly", re.IGNORECASE)
@@ -83,12 +89,14 @@ def test_toc_lists_every_chapter():
 def test_rebuild_with_nothing_changed_runs_nothing(smoke):
     res, bld = smoke
     lines = []
-    out = incremental.run_chapters("smoke", 0, res, bld, log=lines.append)
-    assert set(out.values()) == {"fresh"}, lines
+    p = plan.make("smoke", 0, res, bld)
+    assert {s.why for s in p.chapters + p.exercises} == {"fresh"}
+    out = runner.run_plan(p, log=lines.append)
+    assert set(out["chapters"].values()) == set(out["exercises"].values()) == {"fresh"}, lines
     for key in KEYS:  # each real run recorded its phases and its time
         t = results.read(profiles.chapter(key).stem, "smoke", res)["timings"]
         assert t["total_s"] > 0 and t["phases"], key
-        assert incremental.estimate(key, "smoke", res, bld) > 0
+        assert plan.estimate(key, "smoke", res, bld) > 0
 
 
 @pytest.mark.notebooks

@@ -1,5 +1,5 @@
 """The `paper` profile, end to end, offline: every chapter runs through papermill at
-profile=paper with local stand-ins for the hub's models and datasets (nlbudget.standins),
+profile=paper with local stand-ins for the hub's models and datasets (nlbudget.assets.standins),
 the hub switched off, and the smoke profile's budgets — so every branch the `paper` profile
 takes (hub model ids, WikiText-103 / LAMBADA through `datasets`, float32, the paper's model
 families) is executed in CI."""
@@ -11,9 +11,12 @@ import sys
 import pytest
 import torch
 
-from nlbudget import devices, models, paths, profiles, results, runner, standins
+from nlbudget.assets import devices, models, standins
+from nlbudget import paths
+from nlbudget.book import profiles, runner
+from nlbudget.verdicts import results
 
-KEYS = runner.available_chapters()
+KEYS = profiles.available_chapters()
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def test_hub_is_off_and_standins_load(paper_env):
     # a fresh process, as a chapter's kernel is (the hub libraries read their cache folder
     # from the environment when first imported)
     code = """
-from nlbudget import corpora, models
+from nlbudget.assets import corpora, models
 assert not models.hub_reachable()
 m, tok = models.load("EleutherAI/pythia-160m")
 assert m.config.model_type == "gpt_neox" and m.config.use_parallel_residual

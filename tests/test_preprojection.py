@@ -3,8 +3,11 @@
 import pytest
 import torch
 
-from nlbudget import models
+from nlbudget import evaluation
 from nlbudget import preprojection as pp
+from nlbudget.assets import models
+from nlbudget.chapters import ch06_preprojection_probes as ch06
+from nlbudget.verdicts import stats
 
 
 def tiny(family: str, dtype=torch.float32):
@@ -171,9 +174,9 @@ def test_last_word_eval_equals_greedy_decoding():
     tok = _Tok(words)
     items = [{"context": " ".join(words[i:i + 10 + i % 7]), "target": words[(i * 7) % 60]}
              for i in range(12)]
-    enc = pp.encode_items(items, tok, max_context=14)
+    enc = evaluation.encode_items(items, tok, max_context=14)
     assert all(len(c) + len(t) <= 14 for c, t in enc)
-    res = pp.last_word_eval(m, enc, batch_size=5)
+    res = evaluation.last_word_eval(m, enc, batch_size=5)
     for i, (c, t) in enumerate(enc):
         ids = torch.tensor([c])
         out = m.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
@@ -184,7 +187,7 @@ def test_last_word_eval_equals_greedy_decoding():
     ids = torch.tensor([c])
     greedy = m.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                         max_new_tokens=2, min_new_tokens=2, pad_token_id=0)[0, len(c):].tolist()
-    hit = pp.last_word_eval(m, [(c, greedy)])
+    hit = evaluation.last_word_eval(m, [(c, greedy)])
     assert bool(hit["correct"][0]) and hit["nll"][0] > 0
 
 
@@ -198,7 +201,7 @@ def test_last_word_eval_scores_from_the_full_logits(family, wrapped):
     g = torch.Generator().manual_seed(3)
     enc = [(torch.randint(1, 97, (n,), generator=g).tolist(),
             torch.randint(1, 97, (1 + n % 3,), generator=g).tolist()) for n in range(5, 17)]
-    res = pp.last_word_eval(m, enc, batch_size=4)
+    res = evaluation.last_word_eval(m, enc, batch_size=4)
     for i, (c, t) in enumerate(enc):
         with torch.no_grad():
             lg = m(input_ids=torch.tensor([c + t])).logits[0, len(c) - 1:len(c) + len(t) - 1]
@@ -209,21 +212,26 @@ def test_last_word_eval_scores_from_the_full_logits(family, wrapped):
 
 def test_bootstrap_paired():
     a = torch.tensor([1.0, 0.0] * 50)
-    assert pp.bootstrap_paired(a, a, n_boot=200) == (0.0, 0.0)
+    assert stats.bootstrap_paired(a, a, n_boot=200) == (0.0, 0.0)
     b = torch.tensor([1.0, 1.0] * 50)
-    lo, hi = pp.bootstrap_paired(a, b, n_boot=200)
+    lo, hi = stats.bootstrap_paired(a, b, n_boot=200)
     assert 0.5 < lo <= 1.0 <= hi < 1.6
-    lo, hi = pp.bootstrap_paired(a, b, "diff", n_boot=200)
+    lo, hi = stats.bootstrap_paired(a, b, "diff", n_boot=200)
     assert 0.3 < lo <= 0.5 <= hi < 0.7
-    assert pp.bootstrap_paired(torch.zeros(10), b[:10], n_boot=50) == (None, None)
+    assert stats.bootstrap_paired(torch.zeros(10), b[:10], n_boot=50) == (None, None)
 
 
 def test_probe_study_records():
     m = tiny("gpt_neox")
     w = torch.randint(0, 97, (12, 16), generator=torch.Generator().manual_seed(3))
     items = [(list(range(1, 9)), [9, 10])] * 4
-    st = pp.probe_study(m, pp.Budget(k=4, lora_rank=2), w, w[:4], items, steps=2,
-                        batch_size=2, lr=1e-2, n_boot=20)
+    S = {"seed": 0, "lr": 1e-2, "n_boot": 20, "ablation_windows": 4}
+    run = ch06.probe_run(S, "tiny", m, None, pp.Budget(k=4, lora_rank=2), w, w[:4], items,
+                         steps=2, batch=2)
+    st, kept = {}, {}
+    for v in pp.VARIANTS:
+        st[v], kept[v] = ch06.probe(run, v)
+    ch06.against_references(st, kept, S)
     assert list(st) == list(pp.VARIANTS)
     assert st["base"]["train_tokens"] == 0 and st["lora"]["train_tokens"] == 2 * 2 * 16
     assert all(r["step0_identical"] and r["cache_identical"] for r in st.values())

@@ -1,7 +1,8 @@
 import pytest
 
-from nlbudget import profiles, training
-from nlbudget.profiles import ParameterError
+from nlbudget.book import profiles
+from nlbudget import training
+from nlbudget.errors import ParameterError
 
 
 def test_profiles_resolve_for_every_chapter():

@@ -3,8 +3,9 @@ import os
 
 import pytest
 
-from nlbudget import profiles, results
-from nlbudget.results import Claim
+from nlbudget.book import build, profiles
+from nlbudget.verdicts import results
+from nlbudget.verdicts.results import Claim
 
 
 def _settings(profile="smoke"):
@@ -65,7 +66,8 @@ def test_registry_has_unique_ids_and_known_parts():
     assert {r["kind"] for r in rows} == set(results.KINDS)
     for r in rows:  # every row names its chapter (in reading order) and the section that measures it
         ch = profiles.chapter(r["chapter"])
-        assert ch.part == r["part"] and r["section"].startswith(f"ch{ch.key}-"), r["id"]
+        assert build.chapter_parts()[ch.stem] == r["part"], r["id"]  # the part _toc.yml gives
+        assert r["section"].startswith(f"ch{ch.key}-"), r["id"]
         assert r["paper"] and r["paper_scale"], r["id"]
 
 
@@ -128,20 +130,22 @@ def test_cli_ledger_prints_counts_per_kind_and_verdict(tmp_path, capsys):
 def test_compare_reports_changed_verdicts_and_figures(tmp_path):
     import json
 
-    from nlbudget import results as res
+    from nlbudget.verdicts import results as res
 
     def write(root, verdict, x, total):
         d = root / "ci"
         d.mkdir(parents=True)
         doc = {"claims": [{"id": "A", "verdict": verdict}, {"id": "B", "verdict": "partly"}],
-               "figures": {"x": [1.0, x], "name": "m"}, "timings": {"total_s": total},
+               "figures": {"x": [1.0, x], "name": "m", "m": {"wallclock": {"full_s": total}},
+                           "decode": {"1": {"base": total}}}, "timings": {"total_s": total},
                "environment": {"git": total}}
         (d / "01_a.json").write_text(json.dumps(doc))
 
     write(tmp_path / "a", "reproduced", 2.0, 10)
     write(tmp_path / "b", "reproduced", 2.0, 99)
     assert res.compare(tmp_path / "a", tmp_path / "b", "ci") == {
-        "01_a": {"verdicts": {}, "figures": {}}}  # timings and environment do not count
+        "01_a": {"verdicts": {}, "figures": {}}}  # timings (measured seconds included) and
+    # the environment do not count
     write(tmp_path / "c", "inconclusive", 2.1, 10)
     d = res.compare(tmp_path / "a", tmp_path / "c", "ci")["01_a"]
     assert d["verdicts"] == {"A": ("reproduced", "inconclusive")}

@@ -1,9 +1,14 @@
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from nlbudget import capture, models, surrogates
+from nlbudget import capture, evaluation, surrogates
+from nlbudget.assets import models
+from nlbudget.chapters import ch03_linear_surrogates as ch03
+from nlbudget.chapters import ch04_adaptive_gating as ch04
 
 VOCAB = 97
 
@@ -144,13 +149,13 @@ def test_prefix_reuse_sweep_equals_naive_sweep(family):
     variants = _fitted_variants(model, _ids(n=8, t=24, seed=7))
     fast = surrogates.linearization_sweep(model, ids, variants, batch_size=2)
     slow = surrogates.naive_sweep(model, ids, variants, batch_size=2)
-    base_fast, base_slow = surrogates.perplexity(fast.baseline), surrogates.perplexity(slow.baseline)
+    base_fast, base_slow = evaluation.perplexity(fast.baseline), evaluation.perplexity(slow.baseline)
     assert abs(base_fast / base_slow - 1) < 1e-4
     for v in variants:
         for l in range(3):
             assert abs(fast.cost(v, l) - slow.cost(v, l)) < 1e-4 * (1 + abs(slow.cost(v, l)))
-            assert abs(surrogates.perplexity(fast.linear[v][l])
-                       / surrogates.perplexity(slow.linear[v][l]) - 1) < 1e-4
+            assert abs(evaluation.perplexity(fast.linear[v][l])
+                       / evaluation.perplexity(slow.linear[v][l]) - 1) < 1e-4
 
 
 def test_keep_first_runs_mlp_at_position_zero_only():
@@ -167,10 +172,10 @@ def test_bootstrap_interval_brackets_the_estimate():
     g = torch.Generator().manual_seed(0)
     base = torch.rand(40, 50, generator=g) + 2
     lin = base + 0.05 + 0.01 * torch.randn(40, 50, generator=g)
-    lo, hi = surrogates.bootstrap_cost(base, lin, seed=0)
-    point = surrogates.perplexity(lin) / surrogates.perplexity(base) - 1
+    lo, hi = evaluation.bootstrap_cost(base, lin, seed=0)
+    point = evaluation.perplexity(lin) / evaluation.perplexity(base) - 1
     assert lo < point < hi and lo > 0
-    lo2, hi2 = surrogates.bootstrap_cost(base, base, seed=0)
+    lo2, hi2 = evaluation.bootstrap_cost(base, base, seed=0)
     assert lo2 == hi2 == 0.0
 
 
@@ -193,10 +198,10 @@ def test_progressive_linearization_freezes_surrogates_and_control_does_not():
     kw = dict(order=[1, 2], fit_windows=_ids(n=4, t=16), train_stream=stream,
               val_windows=_ids(n=3, t=16, seed=5), steps_per_stage=2, final_steps=1, lr=1e-3,
               batch_size=4, context=16, seed=0)
-    rec = surrogates.progressive_linearization(model, **kw)
+    rec = ch03.progressive_linearization(model, **kw)
     assert [r["stage"] for r in rec] == ["start", "L1", "L2", "final"]
     assert rec[-1]["linear_layers"] == [1, 2] and rec[-1]["steps"] == 5
-    ctl = surrogates.progressive_linearization(model, linearize=False, **kw)
+    ctl = ch03.progressive_linearization(model, linearize=False, **kw)
     assert ctl[-1]["linear_layers"] == [] and ctl[-1]["steps"] == 5
     assert rec[0]["val_ppl"] == ctl[0]["val_ppl"]
     assert isinstance(capture.mlps(model)[1], torch.nn.Module) and \
@@ -211,10 +216,14 @@ def test_centre_out_and_middle():
 
 
 @pytest.mark.parametrize("family", ["gpt_neox", "llama"])
-def test_linearization_report_is_consistent(family):
+def test_every_layer_report_is_consistent(family):
     model = _tiny(family)
-    rep = surrogates.linearization_report(model, _ids(n=8, t=24, seed=3), _ids(n=6, t=24),
-                                          batch_size=3, n_boot=50, seed=0)
+    fit, ev, S = _ids(n=8, t=24, seed=3), _ids(n=6, t=24), {"batch_size": 3, "n_boot": 50, "seed": 0}
+    fits = surrogates.fit_layers_both(model, fit, batch_size=3)
+    variants = ch03.variants(model, fits)
+    sweep = surrogates.linearization_sweep(model, ev, variants, 3)
+    rep = ch03.layer_report(model, fits, sweep, ch03.middle_third(model, variants, ev, sweep, S),
+                            fit, S)
     assert rep["n_layers"] == 3 and len(rep["first_position_ratio"]) == 3
     for v in ("plain", "keep-first"):
         assert len(rep["cost"][v]) == 3
@@ -228,7 +237,7 @@ def test_ablation_cost_of_a_model_without_mlp_effect_is_zero():
     model = _tiny("gpt2")
     for b in capture.blocks(model):
         b.mlp = surrogates.Ablated()
-    assert surrogates.ablation_cost(model, _ids())["cost"] == 0.0
+    assert ch03.ablation_cost(model, _ids())["cost"] == 0.0
 
 
 def _recording(monkeypatch):
@@ -254,10 +263,10 @@ def test_progressive_control_sees_the_same_batches(monkeypatch):
               val_windows=_ids(n=3, t=16, seed=5), steps_per_stage=3, final_steps=2, lr=1e-3,
               batch_size=4, context=16, seed=7)
     seen = _recording(monkeypatch)
-    surrogates.progressive_linearization(model, **kw)
+    ch03.progressive_linearization(model, **kw)
     lin = list(seen)
     seen.clear()
-    surrogates.progressive_linearization(model, linearize=False, **kw)
+    ch03.progressive_linearization(model, linearize=False, **kw)
     assert len(lin) == len(seen) == 5
     assert all(torch.equal(a, b) for a, b in zip(lin, seen))
 
@@ -267,9 +276,12 @@ def test_two_phase_control_sees_the_same_batches(monkeypatch):
                               n_head=4, context=16)
     stream = torch.randint(0, VOCAB, (2000,), generator=torch.Generator().manual_seed(0))
     seen = _recording(monkeypatch)
-    out = surrogates.two_phase_linearization(
-        model, [1], _ids(n=4, t=16), stream, _ids(n=3, t=16, seed=5), phase1_steps=3,
-        phase2_steps=2, lr=1e-3, gate_lr=1e-2, sparsity=0.1, batch_size=4, context=16, seed=3)
+    S = {"pair_layers": 3, "phase1_steps": 3, "phase2_steps": 2, "ft_lr": 1e-3, "gate_lr": 1e-2,
+         "sparsity": 0.1, "pair_batch": 4, "seed": 3}
+    run = ch04.Run(model, {}, None, None, None, S, [], 4)
+    data = {"spans": {"fit": SimpleNamespace(windows=_ids(n=4, t=16))}, "train": stream,
+            "context": 16, "eval": _ids(n=3, t=16, seed=5)}
+    out = ch04.two_phase(run, data)
     # the gated run draws phase 1 + phase 2 batches, then the control draws as many, the same
     assert len(seen) == 10 and out["steps"]["control"] == 5
     assert all(torch.equal(a, b) for a, b in zip(seen[:5], seen[5:]))

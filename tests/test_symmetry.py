@@ -4,7 +4,8 @@ import torch
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP
 
-from nlbudget import bilinear, capture, models, symmetry
+from nlbudget import bilinear, capture, symmetry
+from nlbudget.assets import models
 
 
 @pytest.mark.parametrize("d", [16, 64])

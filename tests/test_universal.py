@@ -89,7 +89,7 @@ def test_trained_kind_trains_everything():
 
 
 def test_dyck_test_strings_are_never_drawn_for_training():
-    from nlbudget import profiles
+    from nlbudget.book import profiles
     from nlbudget.chapters import ch05_fixed_universal as ch
 
     S = profiles.validate("05", profile="smoke", seed=0)

@@ -2,7 +2,7 @@
 
 The corpus is the prose of the Python 3.11 documentation: the reST sources in the Debian package
 `python3.11-doc`, version 3.11.2-6+deb12u8 (the version the book's numbers were made with),
-cleaned to paragraphs by `nlbudget.corpora.clean_rest`. The build, the tests and CI read the
+cleaned to paragraphs by `nlbudget.assets.corpora.clean_rest`. The build, the tests and CI read the
 compressed file shipped next to this script; nothing there fetches the package. To check the
 shipped file against its source:
 
@@ -12,7 +12,7 @@ shipped file against its source:
 
 It reads the .deb with Python alone (no dpkg), cleans the `*.rst.txt` files in path order,
 and compares the paragraphs' SHA-256 with the one the library pins
-(`nlbudget.corpora.SHIPPED`). `--write` rewrites the compressed file and its manifest (after a
+(`nlbudget.assets.corpora.SHIPPED`). `--write` rewrites the compressed file and its manifest (after a
 deliberate change of the recipe or the version: then update the pins and say so, since every
 number of chapters 02-04 and 06 changes with it). Exit status 0: the shipped corpus is
 reproduced.
@@ -29,7 +29,7 @@ import sys
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from nlbudget import corpora
+from nlbudget.assets import corpora
 
 HERE = Path(__file__).resolve().parent
 SOURCES = "usr/share/doc/python3.11/html/_sources/"
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         (HERE / "pydocs-LICENSE.rst.txt").write_text(licence, encoding="utf-8")
         manifest = {"name": "pydocs", "origin": f"Debian package {a.deb.name}",
                     "deb_sha256": hashlib.sha256(a.deb.read_bytes()).hexdigest(),
-                    "recipe": "data/corpora/make_pydocs.py (nlbudget.corpora.clean_rest)",
+                    "recipe": "data/corpora/make_pydocs.py (nlbudget.assets.corpora.clean_rest)",
                     "licence": corpora.SOURCES["pydocs"].licence,
                     "licence_file": "pydocs-LICENSE.rst.txt",
                     "paragraphs": len(json.loads(raw)), "sha256": digest,

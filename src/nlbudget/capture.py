@@ -15,6 +15,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from nlbudget.assets import devices
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -170,3 +172,20 @@ class MLPCapture:
                            f"'.resid', got {name!r}")
         buf = kinds[parts[3]]
         return buf[int(parts[1])][: self.n]
+
+
+@torch.no_grad()
+def activations(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
+    """Every layer's MLP input x and residual stream h (what the pre-MLP norm reads), and
+    the token embeddings e, over `windows`: {"x": {l: (N, T, d)}, "h": {…}, "e": (N, T, d)}."""
+    N, T = windows.shape
+    lay = layout(model)
+    with MLPCapture(model, max_tokens=N * T, resid=True) as cap:
+        for i in range(0, N, batch_size):
+            model(input_ids=windows[i:i + batch_size])
+    dev = devices.device_of(model)  # the embedding is called directly, not through the model
+    e = torch.cat([lay.embed(model, windows[i:i + batch_size].to(dev))[0].cpu()
+                   for i in range(0, N, batch_size)])
+    return {"x": {l: cap[f"layers.{l}.mlp.in"].view(N, T, -1) for l in cap.layers},
+            "h": {l: cap[f"layers.{l}.mlp.resid"].view(N, T, -1) for l in cap.layers},
+            "e": e}

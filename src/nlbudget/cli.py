@@ -7,9 +7,13 @@ import argparse
 import ast
 import sys
 
-from . import profiles
-from .assets import AssetUnavailable
-from .profiles import ParameterError
+from nlbudget.assets import corpora, models
+from nlbudget.book import launch, profiles
+from nlbudget.book.build import build, ledger_markdown, ledger_text
+from nlbudget.book.exercises import student_edition
+from nlbudget.book.runner import run
+from nlbudget.errors import AssetUnavailable, ParameterError
+from nlbudget.verdicts.results import compare
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -22,7 +26,7 @@ def _param(text: str) -> tuple[str, object]:
         return name, value
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="nlbudget", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute one chapter with papermill")
@@ -61,66 +65,86 @@ def main(argv: list[str] | None = None) -> int:
                         "use (pyproject.toml's Repository)")
     la.add_argument("--sync", action="store_true", help="rewrite every notebook's install cell "
                     "from that URL")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _check_profile(profile: str) -> None:
+    if profile not in profiles.PROFILES:
+        raise ParameterError(f"unknown profile {profile!r}; valid profiles: "
+                             f"{', '.join(profiles.PROFILES)}")
+
+
+def cmd_run(args) -> int:
+    out = run(args.chapter, profile=args.profile, seed=args.seed, parameters=dict(args.param),
+              results_dir=args.results_dir, build_dir=args.build_dir, timeout=args.timeout)
+    print(f"executed: {out}")
+    return 0
+
+
+def cmd_book(args) -> int:
+    _check_profile(args.profile)
+    index = build(args.profile, run=not args.no_run, build_dir=args.build_dir,
+                  results_dir=args.results_dir, seed=profiles.parse_seed(args.seed),
+                  force=args.force)
+    print(f"book: {index}")
+    return 0
+
+
+def cmd_ledger(args) -> int:
+    _check_profile(args.profile)
+    print(ledger_markdown(args.profile, args.results_dir) if args.markdown
+          else ledger_text(args.profile, args.results_dir))
+    return 0
+
+
+def cmd_student_edition(args) -> int:
+    for p in student_edition(args.out):
+        print(f"wrote {p}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    diff = compare(args.first, args.second, args.profile, args.rtol)
+    for stem, d in diff.items():
+        if "missing" in d:
+            print(f"{stem}: missing in the {d['missing']} folder")
+            continue
+        print(f"{stem}: {len(d['verdicts'])} verdict(s) and {len(d['figures'])} figure(s) differ")
+        for i, (x, y) in d["verdicts"].items():
+            print(f"  verdict {i}: {x} -> {y}")
+        for k, (x, y) in list(d["figures"].items())[:args.show]:
+            print(f"  {k}: {x!r} -> {y!r}")
+    return 1 if any(d.get("verdicts") or d.get("figures") or "missing" in d
+                    for d in diff.values()) else 0
+
+
+def cmd_launch(args) -> int:
+    url = launch.repository_url()
+    print(f"repository: {url or 'not set (pyproject.toml [project.urls] Repository)'}")
+    if args.sync:
+        for p in launch.sync(url):
+            print(f"rewrote the install cell of {p}")
+    return 0
+
+
+def cmd_fetch(args) -> int:
+    print(models.fetch_gguf(args.asset) if args.asset in models.OFFLINE_MODELS
+          else corpora.fetch(args.asset))
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "book": cmd_book, "ledger": cmd_ledger,
+            "student-edition": cmd_student_edition, "compare": cmd_compare,
+            "launch": cmd_launch, "fetch": cmd_fetch}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        if args.cmd == "run":
-            from .runner import run
-            out = run(args.chapter, profile=args.profile, seed=args.seed,
-                      parameters=dict(args.param), results_dir=args.results_dir,
-                      build_dir=args.build_dir, timeout=args.timeout)
-            print(f"executed: {out}")
-        elif args.cmd == "book":
-            from .book import build
-            if args.profile not in profiles.PROFILES:
-                raise ParameterError(f"unknown profile {args.profile!r}; valid profiles: "
-                                     f"{', '.join(profiles.PROFILES)}")
-            index = build(args.profile, run=not args.no_run, build_dir=args.build_dir,
-                          results_dir=args.results_dir, seed=profiles.parse_seed(args.seed),
-                          force=args.force)
-            print(f"book: {index}")
-        elif args.cmd == "ledger":
-            from .book import ledger_markdown, ledger_text
-            if args.profile not in profiles.PROFILES:
-                raise ParameterError(f"unknown profile {args.profile!r}; valid profiles: "
-                                     f"{', '.join(profiles.PROFILES)}")
-            print(ledger_markdown(args.profile, args.results_dir) if args.markdown
-                  else ledger_text(args.profile, args.results_dir))
-        elif args.cmd == "student-edition":
-            from .exercises import student_edition
-            for p in student_edition(args.out):
-                print(f"wrote {p}")
-        elif args.cmd == "compare":
-            from .results import compare
-            diff = compare(args.first, args.second, args.profile, args.rtol)
-            for stem, d in diff.items():
-                if "missing" in d:
-                    print(f"{stem}: missing in the {d['missing']} folder")
-                    continue
-                print(f"{stem}: {len(d['verdicts'])} verdict(s) and {len(d['figures'])} "
-                      f"figure(s) differ")
-                for i, (x, y) in d["verdicts"].items():
-                    print(f"  verdict {i}: {x} -> {y}")
-                for k, (x, y) in list(d["figures"].items())[:args.show]:
-                    print(f"  {k}: {x!r} -> {y!r}")
-            return 1 if any(d.get("verdicts") or d.get("figures") or "missing" in d
-                            for d in diff.values()) else 0
-        elif args.cmd == "launch":
-            from . import launch
-            url = launch.repository_url()
-            print(f"repository: {url or 'not set (pyproject.toml [project.urls] Repository)'}")
-            if args.sync:
-                for p in launch.sync(url):
-                    print(f"rewrote the install cell of {p}")
-        elif args.cmd == "fetch":
-            from . import corpora, models
-            if args.asset in models.OFFLINE_MODELS:
-                print(models.fetch_gguf(args.asset))
-            else:
-                print(corpora.fetch(args.asset))
+        return COMMANDS[args.cmd](args)
     except (ParameterError, AssetUnavailable) as e:
         print(f"nlbudget: error: {e}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,11 @@ A gate g(x) ∈ [0, 1] reads the MLP input x and says "linear OK"; at evaluation
 routed to the surrogate when g(x) > threshold (P3 eq. 2, threshold 0.5). Labels come from
 δ = L_lin − L_full, the per-token loss change when the layer is linear (`delta_labels`).
 `HybridMLP` really skips the MLP for routed tokens (gather/scatter), so its wall-clock can
-be compared with the FLOPs it should save.
+be compared with the FLOPs it should save (`flops_per_token`); `RandomRouting` is the control
+(as many tokens, chosen at random); `SoftGatedMLP` is the learned soft gate of P3 §5.3; no-fly
+lists (`token_means`, `nofly_list`, `transfer`) are P3 §4.3. The study that uses them is
+chapter 04's (`nlbudget.chapters.ch04_adaptive_gating`); the AUC with its interval is
+`verdicts.stats.bootstrap_auc`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import devices, stats, timing
+from nlbudget.capture import blocks
+from nlbudget.verdicts import stats
 
 #: Gate kinds. linear: P3's d+1 logistic gate (required: routing and compound gating use
 #: it); pca-k: the author's "b = 1, 3, 6" gates (PCA to k = 2b dimensions, then logistic);
@@ -41,6 +46,19 @@ def split_token_context(resid: torch.Tensor, embed: torch.Tensor):
     attention and earlier blocks added). Float64, so e + c reproduces h exactly."""
     h, e = resid.double(), embed.double()
     return e, h - e
+
+
+def delta_summary(delta: torch.Tensor) -> dict:
+    """The shape of δ's distribution: quantiles, share near zero, share negative."""
+    d = delta.double().flatten()
+    qs = [0.01, 0.05, 0.10, 0.25, 0.5, 0.75, 0.90, 0.95, 0.99]
+    return {"quantiles": dict(zip([str(q) for q in qs],
+                                  torch.quantile(d, torch.tensor(qs, dtype=d.dtype)).tolist())),
+            "mean": float(d.mean()), "share_abs_below_0.05": float((d.abs() < 0.05).double().mean()),
+            "share_negative": float((d < 0).double().mean()),
+            "share_of_total_from_top_10pct": float(
+                d.clamp(min=0).sort(descending=True).values[: max(1, len(d) // 10)].sum()
+                / d.clamp(min=0).sum().clamp(min=1e-12))}
 
 
 class Gate(nn.Module):
@@ -202,8 +220,6 @@ class HybridMLP(nn.Module):
         self.routed, self.seen = 0, 0
 
 
-# --- how well a gate ranks tokens ---------------------------------------------------------
-
 class RandomRouting(HybridMLP):
     """The control for a gate: route a random `fraction` of tokens (each independently, from a
     seeded generator) to the surrogate — as many as the gate routes, chosen blindly."""
@@ -227,74 +243,29 @@ class RandomRouting(HybridMLP):
         self.gen = torch.Generator().manual_seed(self.seed)
 
 
-def auc(scores, labels) -> float:
-    """Area under the ROC curve: P(score of a positive > score of a negative), ties ½."""
-    return bootstrap_auc(scores, labels, n_boot=0)[0]
 
+# --- a learned soft gate (P3 §5.3, phase 2) ------------------------------------------------
 
-def _pair_matrix(s, y, g, n_groups):
-    """M[a, b] = Σ over positives i in group a and negatives j in group b of
-    1[s_i > s_j] + ½·1[s_i = s_j]: the AUC numerator, split by pairs of groups."""
-    M = np.zeros((n_groups, n_groups))
-    pos_s, pos_g = s[y], g[y]
-    for b in range(n_groups):
-        neg = np.sort(s[~y & (g == b)])
-        lo = np.searchsorted(neg, pos_s, "left")
-        hi = np.searchsorted(neg, pos_s, "right")
-        M[:, b] = np.bincount(pos_g, weights=lo + 0.5 * (hi - lo), minlength=n_groups)
-    return M
+class SoftGatedMLP(nn.Module):
+    """P3 §5, phase 2: g·MLP(x) + (1 − g)·(xW + b) with g = σ(net(x)), a per-layer gate
+    (d → 32 → 1, initialised near 0, i.e. near linear). The MLP and surrogate are frozen;
+    with `hard`, each token takes one path (MLP where g > ½), for evaluation."""
 
+    def __init__(self, mlp: nn.Module, surrogate: nn.Module, d: int, hidden: int = 32):
+        super().__init__()
+        self.mlp, self.surrogate = mlp.requires_grad_(False), surrogate
+        self.net = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        nn.init.zeros_(self.net[2].weight)
+        nn.init.constant_(self.net[2].bias, -3.0)
+        self.hard = False
+        self.last_gate = None
 
-def _auc_terms(scores, y, g, G):
-    """The AUC numerator by pairs of groups, and positives and negatives per group."""
-    M = _pair_matrix(np.asarray(scores, dtype=np.float64).ravel(), y, g, G)
-    return M, np.bincount(g, weights=y.astype(float), minlength=G), \
-        np.bincount(g, weights=(~y).astype(float), minlength=G)
-
-
-def _resampled_groups(n_boot: int, G: int, seed: int) -> np.ndarray:
-    """(n_boot, G): how often each group is drawn in each bootstrap resample."""
-    rng = np.random.default_rng(seed)
-    return np.stack([np.bincount(d, minlength=G)
-                     for d in rng.integers(0, G, size=(n_boot, G))]).astype(float)
-
-
-def bootstrap_auc(scores, labels, groups=None, n_boot: int = 1000, seed: int = 0,
-                  level: float = 0.95):
-    """AUC and a percentile interval, resampling `groups` (e.g. the window of each token:
-    tokens of one window are not independent) with replacement; with a group drawn c times,
-    each of its pairs counts c·c' times. Returns (auc, lo, hi); lo = hi = nan if n_boot = 0."""
-    y = np.asarray(labels).astype(bool).ravel()
-    g = (np.zeros(len(y), dtype=int) if groups is None
-         else np.unique(np.asarray(groups).ravel(), return_inverse=True)[1])
-    G = int(g.max()) + 1
-    M, P, N = _auc_terms(scores, y, g, G)
-    point = float(M.sum() / (P.sum() * N.sum()))
-    if n_boot == 0:
-        return point, float("nan"), float("nan")
-    if groups is None:
-        raise ValueError("a bootstrap interval needs groups (e.g. the window of each token)")
-    c = _resampled_groups(n_boot, G, seed)
-    boot = ((c @ M) * c).sum(1) / ((c @ P) * (c @ N))
-    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return point, float(lo), float(hi)
-
-
-def bootstrap_auc_diff(scores_a, scores_b, labels, groups, n_boot: int = 1000, seed: int = 0,
-                       level: float = 0.95):
-    """AUC(a) − AUC(b) of two gates scored on the same tokens, with a percentile interval from
-    resampling `groups` (windows) — the same resample for both, so the interval is paired.
-    Returns (diff, lo, hi)."""
-    y = np.asarray(labels).astype(bool).ravel()
-    g = np.unique(np.asarray(groups).ravel(), return_inverse=True)[1]
-    G = int(g.max()) + 1
-    Ma, P, N = _auc_terms(scores_a, y, g, G)
-    Mb, _, _ = _auc_terms(scores_b, y, g, G)
-    point = float((Ma.sum() - Mb.sum()) / (P.sum() * N.sum()))
-    c = _resampled_groups(n_boot, G, seed)
-    boot = (((c @ Ma) * c).sum(1) - ((c @ Mb) * c).sum(1)) / ((c @ P) * (c @ N))
-    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return point, float(lo), float(hi)
+    def forward(self, x):
+        g = torch.sigmoid(self.net(x))
+        self.last_gate = g
+        if self.hard:
+            g = (g > 0.5).to(x.dtype)
+        return g * self.mlp(x) + (1 - g) * self.surrogate(x)
 
 
 # --- "no-fly" token lists (P3 §4.3) ------------------------------------------------------
@@ -373,8 +344,6 @@ class Flops:
 def flops_per_token(model, context: int) -> Flops:
     """Count from the weight shapes; attention scores and values cost 2·2·d per earlier
     position, (T+1)/2 of them on average under the causal mask."""
-    from .capture import blocks
-
     d = model.config.hidden_size
     bl = blocks(model)
     mlp = 2 * _matmul_params(bl[0].mlp)
@@ -384,329 +353,6 @@ def flops_per_token(model, context: int) -> Flops:
     return Flops(mlp=mlp, surrogate=2 * d * d, gate=2 * d, blocks=int(lin + attn), head=head)
 
 
-# --- the whole study on one model ----------------------------------------------------------
-
-@torch.no_grad()
-def activations(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
-    """Every layer's MLP input x and residual stream h (what the pre-MLP norm reads), and
-    the token embeddings e, over `windows`: {"x": {l: (N, T, d)}, "h": {…}, "e": (N, T, d)}."""
-    from .capture import MLPCapture, layout
-
-    N, T = windows.shape
-    lay = layout(model)
-    with MLPCapture(model, max_tokens=N * T, resid=True) as cap:
-        for i in range(0, N, batch_size):
-            model(input_ids=windows[i:i + batch_size])
-    dev = devices.device_of(model)  # the embedding is called directly, not through the model
-    e = torch.cat([lay.embed(model, windows[i:i + batch_size].to(dev))[0].cpu()
-                   for i in range(0, N, batch_size)])
-    return {"x": {l: cap[f"layers.{l}.mlp.in"].view(N, T, -1) for l in cap.layers},
-            "h": {l: cap[f"layers.{l}.mlp.resid"].view(N, T, -1) for l in cap.layers},
-            "e": e}
 
 
-def _rows(a: torch.Tensor) -> torch.Tensor:
-    """Positions 1 … T−2 of (N, T, …) as rows: the tokens that have a next-token loss and
-    are not the first position (which always keeps its MLP)."""
-    return a[:, 1:-1].reshape(-1, *a.shape[2:])
 
-
-def _deltas(sweep, variant: str) -> dict[int, torch.Tensor]:
-    """δ = L_lin − L_full per token, positions 1 … T−2: {layer: (N, T−2)}."""
-    return {l: (nll - sweep.baseline)[:, 1:] for l, nll in sweep.linear[variant].items()}
-
-
-def delta_summary(delta: torch.Tensor) -> dict:
-    """The shape of δ's distribution: quantiles, share near zero, share negative."""
-    d = delta.double().flatten()
-    qs = [0.01, 0.05, 0.10, 0.25, 0.5, 0.75, 0.90, 0.95, 0.99]
-    return {"quantiles": dict(zip([str(q) for q in qs],
-                                  torch.quantile(d, torch.tensor(qs, dtype=d.dtype)).tolist())),
-            "mean": float(d.mean()), "share_abs_below_0.05": float((d.abs() < 0.05).double().mean()),
-            "share_negative": float((d < 0).double().mean()),
-            "share_of_total_from_top_10pct": float(
-                d.clamp(min=0).sort(descending=True).values[: max(1, len(d) // 10)].sum()
-                / d.clamp(min=0).sum().clamp(min=1e-12))}
-
-
-@timing.timed("gating.gating_report")
-def gating_report(model, fits: dict, gate_windows: torch.Tensor, select_windows: torch.Tensor,
-                  eval_windows: torch.Tensor, kinds=GATE_KINDS, curve_layers=(),
-                  probe_layers=None, fractions=(0.1, 0.25, 0.75, 0.9), compound_grid=None,
-                  max_cost: float = 0.01, batch_size: int = 8, n_boot: int = 1000,
-                  seed: int = 0, progress=None, random_draws: int = 3) -> dict:
-    """Everything Part II.b measures on one model, on three disjoint sets of windows.
-
-    * `fits`: every layer's ridge surrogate (fit elsewhere, without position 0, which always
-      keeps its MLP).
-    * `gate_windows` (training): δ labels from one linearization sweep; per layer, a linear
-      gate on the MLP input x; at `probe_layers` (default: all) also on the residual stream h
-      the pre-MLP norm reads, the token embedding e and the context c = h − e; at `curve_layers`,
-      gates of every kind in `kinds` on x (evaluated at thresholds that route as many training
-      tokens as the d+1 gate at g > ½, so that costs compare at the same routed fraction).
-    * `select_windows` (held out from training): the same sweep gives their δ; every gate's
-      AUC against their labels, with intervals over windows; the order and choice of layers
-      for compound gating.
-    * `eval_windows` (final): the hard-routed (g > ½) cost of each layer's linear gate, and of
-      `random_draws` random routings of as many tokens (the control); at
-      `curve_layers` every kind, and the linear gate at thresholds routing `fractions` of
-      the training tokens; compound gating with all layers, and with the chosen layers.
-    """
-    from . import surrogates as S
-    from .capture import mlps
-
-    mlp = mlps(model)
-    L = len(mlp)
-    probe_layers = range(L) if probe_layers is None else probe_layers
-    lin = {l: S.KeepFirst(mlp[l], fits[l]) for l in range(L)}
-    n_gate = gate_windows.shape[0]
-    lap = timing.laps()
-    both = torch.cat([gate_windows, select_windows])
-
-    # 1. δ on the training and selection windows (a sweep of each: the training windows'
-    #    may be read back from chapter 03's measurement of the same windows, `memo`)
-    halves = [S.linearization_sweep(model, w, {"linear": lin}, batch_size, progress)
-              for w in (gate_windows, select_windows)]
-    sw = S.Sweep(torch.cat([h.baseline for h in halves]),
-                 {"linear": {l: torch.cat([h.linear["linear"][l] for h in halves])
-                             for l in range(L)}})
-    d_all = _deltas(sw, "linear")
-    d_gate = {l: d[:n_gate] for l, d in d_all.items()}
-    d_sel = {l: d[n_gate:] for l, d in d_all.items()}
-    all_linear = {l: (sw.cost("linear", l),
-                      S.bootstrap_cost(sw.baseline, sw.linear["linear"][l], n_boot, seed))
-                  for l in range(L)}
-    lap("delta sweep")
-    acts = activations(model, both, batch_size)
-    lap("activations")
-
-    def parts(acts, l, rows):
-        h = _rows(acts["h"][l][rows])
-        e, c = split_token_context(h, _rows(acts["e"][rows]))
-        return {"x": _rows(acts["x"][l][rows]), "h": h.double(), "e": e, "c": c}
-
-    train_rows, sel_rows = slice(0, n_gate), slice(n_gate, None)
-    window_of = _rows(torch.arange(select_windows.shape[0])[:, None]
-                      .expand(select_windows.shape)).numpy()
-    gates, per_layer, sel_scores, routed_train, same_share = {}, [], {}, {}, {}
-    family = 1 - 0.05 / L  # Bonferroni over layers
-    for l in range(L):
-        y, thr, rule = delta_labels(d_gate[l])
-        X, Xs = parts(acts, l, train_rows), parts(acts, l, sel_rows)
-        # x: the routing gate (the paper's); h, e, c: the token/context comparison, all in the
-        # residual stream's coordinates (h = e + c exactly)
-        gates[l] = {f"linear:{p}": fit_gate("linear", X[p], y, seed)
-                    for p in ("xhec" if l in probe_layers else "x")}
-        with torch.no_grad():  # the share of training tokens the d+1 gate routes at g > ½
-            routed_train[l] = float((gates[l]["linear:x"](X["x"]) > 0.5).double().mean())
-        if l in curve_layers:
-            gates[l].update({k: fit_gate(k, X["x"], y, seed) for k in kinds if k != "linear"})
-            with torch.no_grad():  # thresholds at which the other gates route as many tokens
-                same_share[l] = {k: threshold_for_fraction(gates[l][k](X["x"]), routed_train[l])
-                                 for k in kinds if k != "linear"}
-        y_sel, _, _ = delta_labels(d_sel[l])
-        aucs, scores = {}, {}
-        with torch.no_grad():
-            for name, g in gates[l].items():
-                scores[name] = g(Xs[name.split(":")[1] if ":" in name else "x"]).numpy()
-                aucs[name] = bootstrap_auc(scores[name], y_sel.numpy(), window_of, n_boot, seed)
-            sel_scores[l] = gates[l]["linear:x"](Xs["x"])
-        yl = y_sel.numpy()
-        # intervals that hold together over the L layers (Bonferroni), for "any"/"share" claims
-        fam = {k: bootstrap_auc(scores[k], yl, window_of, n_boot, seed, family)
-               for k in ("linear:x", "linear:h", "linear:e") if k in scores}
-        pairs = [(k, "linear:x") for k in scores if not k.startswith("linear:")]
-        pairs += [(k, "linear:h") for k in ("linear:c", "linear:e") if k in scores]
-        diffs = {f"{a}−{b}": bootstrap_auc_diff(scores[a], scores[b], yl, window_of, n_boot,
-                                                seed, family) for a, b in pairs}
-        per_layer.append({
-            "layer": l, "labels": {"threshold": thr, "rule": rule,
-                                   "share_linear_ok": float(y.double().mean())},
-            "all_linear": {"cost": all_linear[l][0], "ci": all_linear[l][1]},
-            "auc": aucs, "auc_family": fam, "auc_diff_family": diffs,
-            "delta": delta_summary(d_gate[l]),
-            "gate_params": {k: g.n_params for k, g in gates[l].items()}})
-        if l in curve_layers:
-            qs = np.linspace(0, 1, 41)
-            per_layer[-1]["delta_quantiles"] = {
-                "q": qs.tolist(),
-                "delta": torch.quantile(d_gate[l].double().flatten(), torch.tensor(qs)).tolist()}
-            per_layer[-1]["thresholds"] = {
-                f: threshold_for_fraction(gates[l]["linear:x"](X["x"]), f) for f in fractions}
-    del acts
-    lap("gates and AUCs")
-
-    # 2. evaluation: one sweep, every variant sharing the unchanged prefix
-    def hybrid(l, kind="linear:x", thr=0.5):
-        return HybridMLP(mlp[l], fits[l], gates[l][kind], thr)
-
-    variants = {"gate": {l: hybrid(l) for l in range(L)},
-                # the control: as many tokens as the gate routes (on its training tokens),
-                # chosen at random
-                **{f"random{k}": {l: RandomRouting(mlp[l], fits[l], routed_train[l],
-                                                   seed + 1000 * (k + 1) + l) for l in range(L)}
-                   for k in range(random_draws)}}
-    for f in fractions:
-        variants[f"linear@{f:g}"] = {l: hybrid(l, thr=per_layer[l]["thresholds"][f])
-                                     for l in curve_layers}
-    for k in kinds:  # the other gates, at the share of tokens the d+1 gate routes
-        if k != "linear":
-            variants[k] = {l: hybrid(l, k, thr=same_share[l][k]) for l in curve_layers}
-    ev = S.linearization_sweep(model, eval_windows, variants, batch_size, progress)
-    lap("eval sweep")
-
-    def result(v, l):
-        return {"cost": ev.cost(v, l), "routed": variants[v][l].fraction,
-                "ci": S.bootstrap_cost(ev.baseline, ev.linear[v][l], n_boot, seed),
-                "ci_family": S.bootstrap_cost(ev.baseline, ev.linear[v][l], n_boot, seed, family)}
-
-    for l, row in enumerate(per_layer):
-        row["gate"] = result("gate", l)
-        # random routing relative to the gate: > 0 where the gate chose better than chance
-        # the expected loss under random routing: the mean over draws, token by token
-        rnd = torch.stack([ev.linear[f"random{k}"][l] for k in range(random_draws)]).mean(0)
-        cost = S.perplexity(rnd) / S.perplexity(ev.baseline) - 1
-        row["random"] = {
-            "cost": cost, "draws": [ev.cost(f"random{k}", l) for k in range(random_draws)],
-            "routed": float(np.mean([variants[f"random{k}"][l].fraction
-                                     for k in range(random_draws)])),
-            "target": routed_train[l], "vs_gate": cost - row["gate"]["cost"],
-            "ci": S.bootstrap_cost(ev.baseline, rnd, n_boot, seed),
-            "vs_gate_ci_family": S.bootstrap_cost(ev.linear["gate"][l], rnd, n_boot, seed,
-                                                  family)}
-        if l in curve_layers:
-            row["curve"] = sorted([{"threshold": row["thresholds"][f], "target": f,
-                                    **result(f"linear@{f:g}", l)} for f in fractions]
-                                  + [{"threshold": 0.5, "target": None, **row["gate"]}],
-                                  key=lambda p: p["routed"])
-            row["kinds"] = {"linear": row["gate"],
-                            **{k: result(k, l) for k in kinds if k != "linear"}}
-
-    lap("eval intervals")
-    # 3. compound gating
-    comp = {l: hybrid(l) for l in range(L)}
-    fl = flops_per_token(model, eval_windows.shape[1])
-
-    def saved(r):
-        return fl.saved([r["routed"].get(l, 0.0) for l in range(L)])
-
-    all_on = compound(model, eval_windows, comp, batch_size, ev.baseline, n_boot, seed)
-    # expected added loss per token of each gate, on the held-out selection windows
-    expected = {l: float((d_sel[l].flatten().double()
-                          * (sel_scores[l].flatten() > 0.5).double()).mean()) for l in range(L)}
-    order = sorted(range(L), key=lambda l: expected[l])
-    grid = compound_grid or sorted({1, 2, 4, 8, 16, L} & set(range(1, L + 1)))
-    base_sel = sw.baseline[n_gate:]
-    select = {k: compound(model, select_windows, {l: comp[l] for l in order[:k]},
-                          batch_size, base_sel, 0, seed)["cost"] for k in grid}
-    under = [k for k in grid if select[k] < max_cost]
-    k_star = max(under) if under else 0
-    held_out = {k: compound(model, eval_windows, {l: comp[l] for l in order[:k]}, batch_size,
-                            ev.baseline, n_boot, seed) for k in grid}
-    lap("compound")
-    chosen = held_out.get(k_star, {"cost": 0.0, "ci": (0.0, 0.0), "routed": {}})
-    return {
-        "n_layers": L, "baseline_ppl": S.perplexity(ev.baseline),
-        "tokens": {"gate": int(gate_windows.numel()), "select": int(select_windows.numel()),
-                   "eval": int(eval_windows.numel())},
-        "kinds": list(kinds), "curve_layers": list(curve_layers), "family_level": family,
-        "probe_layers": list(probe_layers), "per_layer": per_layer,
-        "flops": {"mlp": fl.mlp, "surrogate": fl.surrogate, "gate": fl.gate,
-                  "blocks": fl.blocks, "head": fl.head},
-        "compound": {
-            "all": {"cost": all_on["cost"], "ci": all_on["ci"], "ppl": all_on["ppl"],
-                    "routed": [all_on["routed"][l] for l in range(L)],
-                    "flops_saved": saved(all_on),
-                    "flops_saved_blocks": fl.saved([all_on["routed"][l] for l in range(L)],
-                                                   with_head=False)},
-            "order": order, "expected": [expected[l] for l in range(L)],
-            "selection": {str(k): v for k, v in select.items()},
-            "held_out": {str(k): {"cost": v["cost"], "ci": v["ci"], "flops_saved": saved(v)}
-                         for k, v in held_out.items()},
-            "max_cost": max_cost, "k_star": k_star, "chosen_layers": sorted(order[:k_star]),
-            "chosen": {"cost": chosen["cost"], "ci": chosen["ci"],
-                       "flops_saved": saved(chosen)},
-            "wallclock": wallclock(model, eval_windows[:batch_size],
-                                   {"all": comp, "chosen": {l: comp[l] for l in order[:k_star]}}),
-        },
-    }
-
-
-@torch.no_grad()
-def wallclock(model, ids: torch.Tensor, configs: dict[str, dict[int, HybridMLP]],
-              repeats: int = 1) -> dict:
-    """Seconds for one forward pass over `ids` (best of `repeats`, after a warm-up) with the
-    full MLPs, and with each configuration of `HybridMLP`s installed; the share saved.
-    One measurement, for the page; `benchmarks/bench_gating.py` is the careful one."""
-    import time
-
-    from . import surrogates as S
-
-    def best():
-        model(input_ids=ids)
-        ts = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            model(input_ids=ids)
-            ts.append(time.perf_counter() - t)
-        return min(ts)
-
-    full = best()
-    out = {}
-    for name, hybrids in configs.items():
-        with S.replaced(model, hybrids):
-            t = best()
-        out[name] = {"full_s": full, "hybrid_s": t, "saved": 1 - t / full,
-                     "tokens": int(ids.numel())}
-    return out
-
-
-@torch.no_grad()
-def compound(model, windows: torch.Tensor, hybrids: dict[int, HybridMLP], batch_size: int = 8,
-             baseline: torch.Tensor | None = None, n_boot: int = 1000, seed: int = 0) -> dict:
-    """Perplexity with several layers gated at once: cost against `baseline` (per-token
-    losses of the unmodified model; computed if not given), and the share routed per layer."""
-    from . import surrogates as S
-
-    if baseline is None:
-        baseline = S.eval_nll(model, windows, batch_size)
-    for h in hybrids.values():
-        h.reset()
-    with S.replaced(model, hybrids):
-        nll = S.eval_nll(model, windows, batch_size)
-    return {"ppl": S.perplexity(nll), "cost": S.perplexity(nll) / S.perplexity(baseline) - 1,
-            "ci": (S.bootstrap_cost(baseline, nll, n_boot, seed) if n_boot
-                   else (float("nan"), float("nan"))),
-            "routed": {l: h.fraction for l, h in hybrids.items()}, "layers": sorted(hybrids)}
-
-
-@timing.timed("gating.nofly_study")
-def nofly_study(model, module: nn.Module, layer: int, sets: dict[str, torch.Tensor],
-                batch_size: int = 8, min_obs: int = 10, tokenizer=None, progress=None) -> dict:
-    """P3 §4.3 at one layer: δ per token on several sets of windows (the first builds the
-    lists, the others test them), with `module` (the layer's surrogate) in place of its MLP.
-    Tokens are keyed two ways: by the input token, whose MLP is routed, and by the target
-    (next) token, which is what the author's code keys them by."""
-    from . import surrogates as S
-
-    keyed = {"input": {}, "target": {}}
-    summary = {}
-    for name, w in sets.items():
-        sw = S.linearization_sweep(model, w, {"linear": {layer: module}}, batch_size, progress)
-        d = _deltas(sw, "linear")[layer]  # (N, T−2): positions 1 … T−2
-        keyed["input"][name] = token_means(w[:, 1:-1], d, min_obs)
-        keyed["target"][name] = token_means(w[:, 2:], d, min_obs)
-        summary[name] = {"tokens": int(d.numel()), "delta": delta_summary(d)}
-    build = next(iter(sets))
-    out = {"layer": layer, "build": build, "min_obs": min_obs, "sets": summary}
-    for key, means in keyed.items():
-        nofly = nofly_list(means[build])
-        out[f"by_{key}"] = {name: transfer(means[build], means[name], nofly)
-                            for name in sets if name != build}
-        if key == "input" and tokenizer is not None:
-            top = sorted(nofly, key=lambda t: -means[build][t][0])[:12]
-            out["examples"] = [
-                {"token": tokenizer.decode([t]), "build": means[build][t][0],
-                 **{name: means[name][t][0] if t in means[name] else None
-                    for name in sets if name != build}} for t in top]
-    return out

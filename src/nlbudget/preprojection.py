@@ -27,8 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import devices, stats, timing
-from .capture import blocks, layout
+from nlbudget import timing
+from nlbudget.assets import devices
+from nlbudget.capture import blocks, layout
+from nlbudget.evaluation import eval_nll, perplexity
+from nlbudget.training import cosine_schedule, lm_step
+from nlbudget.verdicts import stats
 
 #: Each layout's attention attribute on a block, and the projections LoRA adapts.
 ATTENTION = {"llama": "self_attn", "gpt_neox": "attention"}
@@ -221,7 +225,7 @@ def matched_budget(model, k: int) -> Budget:
 def with_lora(model, rank: int, seed: int = 0):
     """A copy of `model` with rank-`rank` LoRA (peft) on its attention projections; alpha = 2r
     (peft's usual scaling of 2). Only the adapters are trainable."""
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # loads on first use: peft is slow to import
 
     torch.manual_seed(seed)
     cfg = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, bias="none",
@@ -253,8 +257,6 @@ def train_probe(model, windows: torch.Tensor, steps: int, batch_size: int, lr: f
                 seed: int = 0, progress=None) -> list[float]:
     """AdamW on next-token loss over random train windows; only parameters that require
     gradients (the probe's) are updated. Cosine schedule with 10 % warm-up."""
-    from .training import cosine_schedule, lm_step
-
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     sched = cosine_schedule(opt, max(1, steps // 10), steps)
@@ -298,8 +300,6 @@ def skip_ablation(model, windows: torch.Tensor, batch_size: int = 8, n_boot: int
     """How much each layer *uses* its content skip: the relative perplexity change when that
     layer's skip alone is switched off (its pre-projection stays), with a bootstrap interval
     over windows. Unlike a norm ratio, it does not track the scale of the activations."""
-    from .surrogates import eval_nll, perplexity
-
     base = eval_nll(model, windows, batch_size)
     out = []
     for layer, m in enumerate(probes(model)):
@@ -386,120 +386,3 @@ def decode_seconds(models: dict, batch: int, prompt: int, new_tokens: int, reps:
             per[k].append((_generate_seconds(m, ids, new_tokens) - _generate_seconds(m, ids, 1))
                           / (new_tokens - 1))
     return {k: sorted(v)[len(v) // 2] for k, v in per.items()}
-
-
-# ------------------------------------------------------------------ evaluation
-
-
-def encode_items(items: list[dict], tokenizer, max_context: int) -> list[tuple[list, list]]:
-    """(context ids, target ids) per item; the target is the word with its leading space,
-    the context keeps its last `max_context` − len(target) tokens."""
-    out = []
-    for it in items:
-        c = tokenizer(it["context"], add_special_tokens=False)["input_ids"]
-        t = tokenizer(" " + it["target"], add_special_tokens=False)["input_ids"]
-        out.append((c[-(max_context - len(t)):], t))
-    return out
-
-
-@torch.no_grad()
-def last_word_eval(model, encoded: list[tuple[list, list]], batch_size: int = 8) -> dict:
-    """LAMBADA scoring: an item is correct when greedy prediction gets every token of the
-    target word right (teacher-forced, which equals greedy decoding of the word); also the
-    target's summed NLL. Returns tensors `correct` (bool) and `nll`, one entry per item."""
-    order = sorted(range(len(encoded)), key=lambda i: sum(map(len, encoded[i])))
-    correct = torch.zeros(len(encoded), dtype=torch.bool)
-    nll = torch.zeros(len(encoded))
-    for s in range(0, len(order), batch_size):
-        rows = order[s:s + batch_size]
-        ids = torch.zeros(len(rows), max(sum(map(len, encoded[i])) for i in rows),
-                          dtype=torch.long)  # right-padded: causal attention ignores it
-        for r, i in enumerate(rows):
-            c, t = encoded[i]
-            ids[r, :len(c) + len(t)] = torch.tensor(c + t)
-        # the LM head only where a row predicts a target token (the vocabulary is large)
-        keep = sorted({p for i in rows for p in range(len(encoded[i][0]) - 1,
-                                                      sum(map(len, encoded[i])) - 1)})
-        col = {p: j for j, p in enumerate(keep)}
-        logits = model(input_ids=ids, logits_to_keep=torch.tensor(keep)).logits
-        for r, i in enumerate(rows):
-            c, t = encoded[i]
-            lg = logits[r, [col[p] for p in range(len(c) - 1, len(c) + len(t) - 1)]].float()
-            y = torch.tensor(t)
-            correct[i] = bool((lg.argmax(-1) == y).all())
-            nll[i] = F.cross_entropy(lg, y, reduction="sum")
-    return {"correct": correct, "nll": nll}
-
-
-def bootstrap_paired(base: torch.Tensor, new: torch.Tensor, stat: str = "ratio",
-                     n_boot: int = 1000, seed: int = 0, level: float = 0.95):
-    """Paired percentile interval over items (`stats.bootstrap_paired`)."""
-    return stats.bootstrap_paired(base.double().numpy(), new.double().numpy(), stat, n_boot,
-                                  seed, level)
-
-
-# ------------------------------------------------------------------ the frozen-probe study
-
-
-@timing.timed("preprojection.probe_study")
-def probe_study(model, budget: Budget, train_windows: torch.Tensor, eval_windows: torch.Tensor,
-                items: list[tuple[list, list]], steps: int, batch_size: int, lr: float,
-                variants=VARIANTS, seed: int = 0, n_boot: int = 1000, eval_batch: int = 8,
-                progress=None, ablation_windows: int | None = None) -> dict:
-    """Train every variant as a frozen probe on the same batches (same seed), then measure
-    held-out perplexity and last-word accuracy, relative to the frozen base with paired
-    bootstrap intervals; the skip's use per layer (its ablation, layer by layer, on the first
-    `ablation_windows` evaluation windows: all by default); and the K/V cache against the
-    base's. Returns {variant: record}."""
-    from .surrogates import bootstrap_cost, eval_nll, perplexity
-
-    probe_ids = eval_windows[:2, : min(16, eval_windows.shape[1])]
-    base_cache = cache_tensors(model, probe_ids)
-    with torch.no_grad():
-        base_logits = model(input_ids=eval_windows[:2]).logits
-    out, kept = {}, {}
-    lap = timing.laps()
-    for v in variants:
-        m = variant_model(model, v, budget, seed)
-        with torch.no_grad():
-            step0 = torch.equal(m(input_ids=eval_windows[:2]).logits, base_logits)
-        losses = train_probe(m, train_windows, steps, batch_size, lr, seed, progress) \
-            if v != "base" else []
-        lap("train probes")
-        nll = eval_nll(m, eval_windows, eval_batch)
-        lap("perplexity")
-        hit = last_word_eval(m, items, eval_batch)["correct"].float()
-        lap("last word")
-        cache = cache_tensors(m, probe_ids)
-        check = cached_vs_uncached(m, probe_ids, reference=model if v != "base" else None)
-        out[v] = {"trainable": trainable(m), "sizes": budget.sizes(v),
-                  "train_tokens": len(losses) * batch_size * train_windows.shape[1],
-                  "train_loss": losses, "step0_identical": step0,
-                  "ppl": perplexity(nll), "accuracy": float(hit.mean()), "correct": int(hit.sum()),
-                  "cache_identical": cache == base_cache, "cache_bytes": cache_bytes(cache),
-                  "base_cache_bytes": cache_bytes(base_cache), "cache_check": check}
-        if probes(m) and probes(m)[0].skip is not None:
-            out[v]["skip_use"] = skip_use(m, eval_windows, eval_batch)
-            if v == "pre+skip":  # the paper's setting: use measured by ablation, layer by layer
-                out[v]["skip_ablation"] = skip_ablation(m, eval_windows[:ablation_windows],
-                                                        eval_batch, n_boot, seed)
-        lap("cache and skip checks")
-        kept[v] = (nll, hit)
-        del m
-    for ref in ("base", "lora"):  # every variant against the frozen base, and against LoRA
-        if ref not in kept:
-            continue
-        (nll0, hit0), r0 = kept[ref], out[ref]
-        for v, (nll, hit) in kept.items():
-            if v in ("base", ref):
-                continue
-            acc = out[v]["accuracy"]
-            out[v][f"vs_{ref}"] = {
-                "ppl_change": out[v]["ppl"] / r0["ppl"] - 1,
-                "ppl_ci": bootstrap_cost(nll0, nll, n_boot, seed),
-                # relative accuracy change: undefined (None) when the reference gets none right
-                "acc_change": acc / r0["accuracy"] - 1 if r0["accuracy"] else None,
-                "acc_ci": bootstrap_paired(hit0, hit, "ratio", n_boot, seed),
-                "acc_diff": acc - r0["accuracy"],
-                "acc_diff_ci": bootstrap_paired(hit0, hit, "diff", n_boot, seed)}
-    return out

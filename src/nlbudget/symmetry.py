@@ -8,21 +8,20 @@ inverse-scaling symmetry.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import bilinear, devices, stats
+from nlbudget import bilinear
+from nlbudget.assets import devices
+from nlbudget.capture import blocks
+from nlbudget.verdicts import stats
 
 
 def install_mlps(model, variant: str, budget: int, seed: int) -> None:
     """Replace every block's MLP of a from-scratch model by `variant` (seeded init)."""
-    from .capture import blocks
-
     torch.manual_seed(seed)
     d = model.config.hidden_size
     for b in blocks(model):

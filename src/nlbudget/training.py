@@ -16,9 +16,10 @@ from pathlib import Path
 
 import torch
 
-from . import devices, models, paths, timing
-from .corpora import Corpus
-from .results import atomic_write_text
+from nlbudget.assets import devices, models
+from nlbudget import paths, timing
+from nlbudget.assets.corpora import Corpus
+from nlbudget.verdicts.results import atomic_write_text
 
 
 #: The matched pair of small models trained from scratch (Parts II and IV): the same settings

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 import torch
-from . import timing
+from nlbudget import timing
 
 # ------------------------------------------------------------------ targets
 

@@ -9,13 +9,14 @@ not be zero.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import sympy as sp
 import torch
 
-from .. import bilinear, symbolic, timing
-from ..claims import Claim, derivation, decided
+from nlbudget import bilinear, symbolic, timing
+from nlbudget.verdicts.claims import Claim, derivation, decided
 
-KEY, STEM, PART = "01", "01_gated_mlp_symmetry", "I"
-TITLE = "Gated MLPs as symmetry-broken rank-1 bilinear attention"
+KEY, STEM = "01", "01_gated_mlp_symmetry"
 #: CPU threads: tiny models gain nothing from a second one, so this chapter always runs on
 #: one (the same numbers however it is launched) and the build runs it beside another.
 THREADS = 1
@@ -137,6 +138,66 @@ def figures_from(derived: dict, numeric: dict) -> dict:
         "inverse_scaling_proved": derived["inverse_scaling"],
         **numeric,
     }
+
+
+# ------------------------------------------------------------------ the page
+
+
+def scale(S: dict) -> dict:
+    """The paper's scale beside this build's, for `pages.scale_box`."""
+    return {"what is tested": ("a chain of derivations; no experiment",
+                               "the same derivations in sympy, then float64 torch modules"),
+            "sizes": ("—", f"d = {S['d_model']}, {S['d_hidden']} hidden units, "
+                           f"{S['n_inputs']:,} Gaussian inputs, {S['n_alpha']} values of α")}
+
+
+def show(identity) -> None:
+    """An identity on the page: whether sympy reduced lhs − rhs to zero, whether it rejects a
+    perturbed right side (the negative control), and lhs = rhs."""
+    from IPython.display import Markdown, Math, display
+
+    display(Markdown(f"sympy reduces lhs − rhs to zero: **{identity.holds}**; with one symbol of "
+                     f"the right side doubled it does not: "
+                     f"**{symbolic.rejects_perturbation(identity)}**"))
+    display(Math(identity.latex()))
+
+
+def counterexample_table(D: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"activation": a,
+                          "(a, b)": "—" if ce is None else (ce.point["a"], ce.point["b"]),
+                          "σ(a)·b − σ(b)·a, exact": "—" if ce is None else sp.sstr(ce.value),
+                          "value": None if ce is None else ce.numeric}
+                         for a, ce in D["counterexamples"].items()]).set_index("activation")
+
+
+def inverse_scaling_table(D: dict) -> pd.DataFrame:
+    rows = {}
+    for name, proved in D["inverse_scaling"].items():
+        rows[name] = {"invariant, all α > 0": proved["positive"],
+                      "invariant, all α < 0": proved["negative"]}
+        for alpha in (2, -1):
+            ce = symbolic.inverse_scaling_counterexample(name, alpha)
+            rows[name][f"residual at α = {alpha}"] = ("—" if ce is None else
+                                                      f"a = {ce.point['a']}: {ce.numeric:+.3f}")
+    return pd.DataFrame(rows).T
+
+
+def breaking_curves(F: dict) -> tuple:
+    """The arguments of `plots.symmetry_breaking`: α, inverse-scaling and exchange errors per
+    activation, with the symmetric form's largest as a reference."""
+    inverse = dict(F["inverse_error_gated"])
+    inverse["symmetric"] = [max(F["inverse_error_symmetric"].values())] * len(F["alphas"])
+    exchange = dict(F["exchange_error_gated"])
+    exchange["symmetric"] = max(F["exchange_error_symmetric"].values())
+    return F["alphas"], inverse, exchange
+
+
+def reductions_table(numeric: dict) -> pd.DataFrame:
+    return pd.Series(numeric["reductions"], name="max |Δ|").to_frame()
+
+
+def glue() -> dict:
+    return {"zero": f"{ZERO:.0e}", "broken": f"{BROKEN:.0e}"}
 
 
 # ------------------------------------------------------------------ claims

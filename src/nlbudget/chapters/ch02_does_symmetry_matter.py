@@ -10,16 +10,16 @@ same shapes and weight scales on the same inputs.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import torch
-from tqdm.std import tqdm
 
-from .. import timing
-from .. import bilinear, capture, corpora, models, results, stats, surrogates, symmetry, training
-from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Decision, decided, effect,
+from nlbudget import bilinear, capture, symmetry, timing, training
+from nlbudget.assets import corpora, models
+from nlbudget.verdicts import results, stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Decision, decided, effect,
                       needs_seeds)
 
-KEY, STEM, PART = "02", "02_does_symmetry_matter", "I"
-TITLE = "Does breaking the exchange symmetry matter?"
+KEY, STEM = "02", "02_does_symmetry_matter"
 #: CPU threads: tiny models gain nothing from a second one, so this chapter always runs on
 #: one (the same numbers however it is launched) and the build runs it beside another.
 THREADS = 1
@@ -57,38 +57,41 @@ def param_table(S: dict) -> dict:
             for v in S["variants"].split(",")}
 
 
-@timing.timed("language_modelling")
-def language_modelling(S: dict, text) -> dict:
-    """Validation perplexity of each form, per seed; every form sees a seed's batches."""
-    variants, seeds = S["variants"].split(","), [S["seed"] + i for i in range(S["seeds"])]
-    d, C = S["lm_d_model"], S["lm_context"]
+
+def seeds(S: dict, key: str = "seeds") -> list[int]:
+    """The seeds of an experiment: `S[key]` of them, from the run's seed on."""
+    return [S["seed"] + i for i in range(S[key])]
+
+
+def lm_data(S: dict, text) -> dict:
+    """The language models' tokenizer (fit on the train split), training stream and
+    validation windows."""
+    C = S["lm_context"]
     tok = training.train_tokenizer(text, vocab_size=S["lm_vocab"])
-    stream = training.encode(text, tok, "train")
-    val = training.encode(text, tok, "validation")[: S["lm_eval_windows"] * C].view(-1, C)
-    out = {v: [] for v in variants}
-    for s in tqdm(seeds, desc="seeds", mininterval=30):
-        for v in variants:
-            cfg = training.TrainConfig("neox-seq", n_layer=S["lm_layers"], d_model=d, context=C,
-                                       batch_size=S["lm_batch"], steps=S["lm_steps"],
-                                       warmup=max(1, S["lm_steps"] // 10),
-                                       vocab_size=S["lm_vocab"], seed=s)
-            model, _ = training.train(
-                cfg, text, tok, stream=stream, device=S["device"],
-                prepare=lambda m, v=v, s=s: symmetry.install_mlps(m, v, 8 * d * d, s))
-            out[v].append(surrogates.perplexity(surrogates.eval_nll(model, val)))
-    return out
+    return {"tok": tok, "stream": training.encode(text, tok, "train"),
+            "val": training.encode(text, tok, "validation")[: S["lm_eval_windows"] * C].view(-1, C)}
 
 
-@timing.timed("modular_addition")
-def modular_addition(S: dict) -> dict:
-    """Test and train accuracy of one MLP of each form on (a + b) mod p, per seed."""
-    P, D = S["mod_p"], S["mod_d"]
-    seeds = [S["seed"] + i for i in range(S["mod_seeds"])]
-    runs = {v: [symmetry.train_modular(v, P, D, 8 * D * D, S["mod_steps"], s,
-                                         device=S["device"]) for s in seeds]
-            for v in S["variants"].split(",")}
-    return {v: {"test_acc": [r.test_acc for r in rs], "train_acc": [r.train_acc for r in rs]}
-            for v, rs in runs.items()}
+@timing.timed("language modelling")
+def train_lm(v: str, seed: int, lm: dict, S: dict, text):
+    """A small sequential GPT-NeoX whose MLPs are the form `v` at the budget 8d², trained from
+    `seed` (every form sees the same batches for a seed)."""
+    d = S["lm_d_model"]
+    cfg = training.TrainConfig("neox-seq", n_layer=S["lm_layers"], d_model=d,
+                               context=S["lm_context"], batch_size=S["lm_batch"],
+                               steps=S["lm_steps"], warmup=max(1, S["lm_steps"] // 10),
+                               vocab_size=S["lm_vocab"], seed=seed)
+    model, _ = training.train(cfg, text, lm["tok"], stream=lm["stream"], device=S["device"],
+                              prepare=lambda m: symmetry.install_mlps(m, v, 8 * d * d, seed))
+    return model
+
+
+@timing.timed("modular addition")
+def modular(v: str, seed: int, S: dict):
+    """One MLP of the form `v` (budget 8d²) trained on (a + b) mod p from `seed`."""
+    D = S["mod_d"]
+    return symmetry.train_modular(v, S["mod_p"], D, 8 * D * D, S["mod_steps"], seed,
+                                  device=S["device"])
 
 
 @timing.timed("real_gates")
@@ -113,17 +116,62 @@ def real_gates(S: dict, text) -> dict:
     return {"trained": trained, "random": random, "tokens": int(keep.sum())}
 
 
-def study(S: dict, results_dir=None) -> dict:
-    text = corpora.load("pydocs")
-    F = {"param_table": param_table(S), "lm_val_ppl": language_modelling(S, text),
-         "modular": modular_addition(S), "real_gates": real_gates(S, text)}
-    try:  # chapter 03's per-layer linearization cost, where it has already run at this profile
+
+def chapter03_costs(S: dict, results_dir=None):
+    """Chapter 03's per-layer linearization cost of SmolLM2 (keep-first), where it has run at
+    this profile (an overlay for the gate plot), else None."""
+    try:
         part2 = results.read("03_linear_surrogates", S["profile"], results_dir)
-        F["linearization_cost_keep_first"] = part2["figures"]["pretrained"]["smollm2-135m"][
-            "cost"]["keep-first"]
+        return part2["figures"]["pretrained"]["smollm2-135m"]["cost"]["keep-first"]
     except (FileNotFoundError, KeyError):
-        F["linearization_cost_keep_first"] = None
-    return F
+        return None
+
+
+# ------------------------------------------------------------------ the page
+
+
+def scale(S: dict) -> dict:
+    """The paper's scale beside this build's, for `pages.scale_box`."""
+    return {
+        "experiment": ("none", "the book's own"),
+        "language models": ("—", f"{S['lm_layers']}-layer GPT-NeoX, d = {S['lm_d_model']}, "
+                            f"{S['lm_steps']} steps × {S['lm_batch'] * S['lm_context']:,} tokens, "
+                            f"{S['seeds']} seeds"),
+        "modular addition": ("—", f"p = {S['mod_p']}, one MLP of width budget 8d² (d = "
+                             f"{S['mod_d']}), {S['mod_steps']} steps, {S['mod_seeds']} seeds"),
+        "real gates": ("—", f"SmolLM2-135M-Instruct (Q4_1, de-quantized), {S['gate_windows']} × "
+                       f"{S['window']} held-out tokens")}
+
+
+def modular_table(F: dict) -> pd.DataFrame:
+    return pd.DataFrame({v: {"test accuracy (mean)": np.mean(r["test_acc"]),
+                             "min": np.min(r["test_acc"]), "max": np.max(r["test_acc"]),
+                             "train accuracy": np.mean(r["train_acc"])}
+                         for v, r in F["modular"].items()}).T
+
+
+def gates_table(F: dict) -> pd.DataFrame:
+    rg = F["real_gates"]
+    return pd.DataFrame({"exchange (trained)": [g["exchange"] for g in rg["trained"]],
+                         "exchange (random)": [g["exchange"] for g in rg["random"]],
+                         "scale ½ (trained)": [g["scale 0.5"] for g in rg["trained"]],
+                         "gate z < 0 (trained)": [g["gate z < 0"] for g in rg["trained"]]}
+                        ).rename_axis("layer")
+
+
+def glue(doc: dict) -> dict:
+    """The numbers the prose quotes."""
+    F, c = doc["figures"], {r["id"]: r for r in doc["claims"]}
+    t = np.array([g["exchange"] for g in F["real_gates"]["trained"]])
+    r = np.array([g["exchange"] for g in F["real_gates"]["random"]])
+    return {"lm_verdict": c["BOOK.P1.lm-symmetric-vs-gated"]["verdict"],
+            "mod_verdict": c["BOOK.P1.modular-symmetric-vs-gated"]["verdict"],
+            "gate_verdict": c["BOOK.P1.real-gate-asymmetry"]["verdict"],
+            "gate_trained": f"{np.median(t):.2f}", "gate_random": f"{np.median(r):.2f}"}
+
+
+def summary_table(F: dict) -> pd.DataFrame:
+    return pd.DataFrame(summary(F)).T
 
 
 def summary(F: dict) -> dict:

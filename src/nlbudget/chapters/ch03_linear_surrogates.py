@@ -7,16 +7,22 @@ here, and progressive linearization against an equal-compute fine-tuning control
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
+import torch
 from tqdm.std import tqdm
 
-from .. import corpora, models, paths, stats, surrogates, timing, training
-from ..claims import (INCONCLUSIVE, NOT_RUN, Claim, any_of, decided, effect, needs_seeds,
+from nlbudget import paths, surrogates, timing, training
+from nlbudget.assets import corpora, devices, models
+from nlbudget.capture import blocks, mlps
+from nlbudget.evaluation import bootstrap_cost, eval_nll, perplexity
+from nlbudget.verdicts import stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_RUN, Claim, any_of, decided, effect, needs_seeds,
                       share_of)
 
-KEY, STEM, PART = "03", "03_linear_surrogates", "II"
-TITLE = "Linear surrogates: how much of each MLP is linear"
+KEY, STEM = "03", "03_linear_surrogates"
 _PAPER_MODELS = ("gpt2-medium,gpt2-large,EleutherAI/pythia-160m,EleutherAI/pythia-410m,"
                  "EleutherAI/pythia-1b,EleutherAI/pythia-2.8b")
 SETTINGS = {
@@ -57,24 +63,51 @@ def windows(S: dict, text, tok) -> dict:
                                                           "eval": S["eval_windows"]}, S["seed"])
 
 
-@timing.timed("pretrained")
-def pretrained(S: dict, text, progress=True) -> dict:
-    """`surrogates.linearization_report` for each pretrained model of the profile."""
-    import torch
 
-    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[S["dtype"]]
-    reports = {}
-    for name in S["models"].split(","):
-        model, tok = models.load(name, dtype=dtype, device=S["device"])
-        spans = windows(S, text, tok)
-        fit_w, eval_w = spans["fit"].windows, spans["eval"].windows
-        bar = tqdm(total=len(eval_w), desc=f"{name}: sweep", mininterval=60, disable=not progress)
-        reports[name] = surrogates.linearization_report(model, fit_w, eval_w, S["batch_size"],
-                                                        S["n_boot"], S["seed"], bar)
-        reports[name]["ranges"] = corpora.describe(spans)
-        bar.close()
-        del model
-    return reports
+def variants(model, fits: dict) -> dict:
+    """The two ways to linearize a layer: `plain` (fit and replace at every position, the
+    paper's method) and `keep-first` (fit without position 0, keep the full MLP there).
+    `fits` is `surrogates.fit_layers_both`'s {skip_first: (fits, R²)}."""
+    mlp = mlps(model)
+    return {"plain": fits[False][0],
+            "keep-first": {l: surrogates.KeepFirst(mlp[l], f) for l, f in fits[True][0].items()}}
+
+
+@timing.timed("middle third")
+def middle_third(model, variants: dict, eval_windows: torch.Tensor, sweep, S: dict) -> dict:
+    """The middle third of the layers linear at once, for each variant, against the sweep's
+    baseline losses."""
+    layers = surrogates.middle_layers(len(sweep.linear["plain"]))
+    out = {"layers": layers}
+    for v, mods in variants.items():
+        with surrogates.replaced(model, {l: mods[l] for l in layers}):
+            nll = eval_nll(model, eval_windows, S["batch_size"])
+        out[v] = {"cost": perplexity(nll) / perplexity(sweep.baseline) - 1,
+                  "ci": bootstrap_cost(sweep.baseline, nll, S["n_boot"], S["seed"])}
+    return out
+
+
+def layer_report(model, fits: dict, sweep, middle: dict, fit_windows: torch.Tensor,
+                 S: dict) -> dict:
+    """What Part II.a keeps for one model: each layer's R² and cost with a bootstrap interval
+    over evaluation windows, and one corrected for the number of layers (`ci_family`: "does
+    any layer improve?"), per variant; the middle third; ‖y₀‖ against the other positions."""
+    L, n_boot, seed = len(sweep.linear["plain"]), S["n_boot"], S["seed"]
+    report = {"n_layers": L, "baseline_ppl": perplexity(sweep.baseline),
+              "eval_tokens": int(sweep.baseline.numel()), "fit_tokens": int(fit_windows.numel()),
+              "first_position_ratio": surrogates.first_position_ratio(
+                  model, fit_windows[:S["batch_size"]]),
+              "r2": {"plain": [fits[False][1][l] for l in range(L)],
+                     "keep-first": [fits[True][1][l] for l in range(L)]},
+              "cost": {}, "ci": {}, "ci_family": {}, "middle": middle,
+              "family_level": stats.bonferroni(L)}
+    for v, losses in sweep.linear.items():
+        report["cost"][v] = [sweep.cost(v, l) for l in range(L)]
+        report["ci"][v] = [bootstrap_cost(sweep.baseline, losses[l], n_boot, seed)
+                           for l in range(L)]
+        report["ci_family"][v] = [bootstrap_cost(sweep.baseline, losses[l], n_boot, seed,
+                                                 report["family_level"]) for l in range(L)]
+    return report
 
 
 def pair_data(S: dict, text) -> dict:
@@ -87,42 +120,73 @@ def pair_data(S: dict, text) -> dict:
             "eval": training.encode(text, tok, "validation")[: S["pair_eval_windows"] * C].view(-1, C)}
 
 
-@timing.timed("pair")
-def pair(S: dict, text, data: dict) -> tuple[dict, dict]:
-    """Train (or load) the matched pair; MLP ablation and the linearization report of each.
-    Returns (figures, models)."""
-    out, trained = {}, {}
-    for kind in ("neox-seq", "neox-par"):
-        cfg = training.pair_config(kind, S)
-        bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
-        model, log = training.train_or_load(cfg, text, data["tok"], progress=bar,
-                                            device=S["device"])
-        bar.close()
-        trained[kind] = model
-        out[kind] = {"params": log["params"], "train_tokens": log["tokens"], "seed": S["seed"],
-                     "final_train_loss": float(np.mean(log["train_loss"][-20:])),
-                     "ablation": surrogates.ablation_cost(model, data["eval"]),
-                     "report": surrogates.linearization_report(
-                         model, data["fit"], data["eval"], S["batch_size"], S["n_boot"],
-                         S["seed"])}
-    return out, trained
+@timing.timed("pair: training")
+def train_pair(kind: str, S: dict, text, data: dict):
+    """One model of the matched pair, trained here (or read from the cache); returns (the
+    model, what its results record of the training)."""
+    cfg = training.pair_config(kind, S)
+    bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
+    model, log = training.train_or_load(cfg, text, data["tok"], progress=bar, device=S["device"])
+    bar.close()
+    return model, {"params": log["params"], "train_tokens": log["tokens"], "seed": S["seed"],
+                   "final_train_loss": float(np.mean(log["train_loss"][-20:]))}
+
+
+@timing.timed("pair: ablation")
+def ablation_cost(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
+    """Validation perplexity with every MLP intact and with every MLP zeroed."""
+    base = perplexity(eval_nll(model, windows, batch_size))
+    with surrogates.replaced(model, {l: surrogates.Ablated() for l in range(len(blocks(model)))}):
+        ablated = perplexity(eval_nll(model, windows, batch_size))
+    return {"ppl": base, "ppl_mlps_ablated": ablated, "cost": ablated / base - 1}
+
+
+def schedule(S: dict, data: dict) -> dict:
+    """Progressive linearization's schedule (P3 §5): the middle layers centre-out, `ft_steps`
+    per stage and at the end; the control runs the same schedule without linearizing."""
+    return dict(order=surrogates.centre_out(S["pair_layers"], S["pair_layers"] // 2),
+                fit_windows=data["fit"], train_stream=data["train"], val_windows=data["eval"],
+                steps_per_stage=S["ft_steps"], final_steps=S["ft_steps"], lr=S["ft_lr"],
+                batch_size=S["pair_batch"], context=data["context"], seed=S["seed"])
 
 
 @timing.timed("progressive")
-def progressive(S: dict, data: dict, pair_models: dict) -> dict:
-    """P3 §5: centre-out progressive linearization of the middle layers, and the same schedule
-    without linearizing (the equal-compute control: same steps, optimiser and batches)."""
-    out = {}
-    for kind, model in pair_models.items():
-        order = surrogates.centre_out(S["pair_layers"], S["pair_layers"] // 2)
-        kw = dict(order=order, fit_windows=data["fit"], train_stream=data["train"],
-                  val_windows=data["eval"], steps_per_stage=S["ft_steps"],
-                  final_steps=S["ft_steps"], lr=S["ft_lr"], batch_size=S["pair_batch"],
-                  context=data["context"], seed=S["seed"])
-        out[kind] = {"order": order, "seed": S["seed"],
-                     "linearized": surrogates.progressive_linearization(model, **kw),
-                     "control": surrogates.progressive_linearization(model, linearize=False, **kw)}
-    return out
+def progressive_linearization(model, order: list[int], fit_windows: torch.Tensor,
+                              train_stream: torch.Tensor, val_windows: torch.Tensor,
+                              steps_per_stage: int, final_steps: int, lr: float,
+                              batch_size: int, context: int, seed: int,
+                              linearize: bool = True, progress=None) -> list[dict]:
+    """P3 §5 on a copy of `model`: for each layer of `order` (centre outwards) fit a ridge
+    surrogate on the current model, freeze it in place of the MLP, then fine-tune every
+    other parameter for `steps_per_stage` steps; finish with `final_steps`. With
+    `linearize=False` the same schedule runs without linearizing (the equal-compute
+    control). Returns the validation perplexity after each stage."""
+    m = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=lr,
+                            betas=(0.9, 0.95), weight_decay=0.0)
+
+    def val_ppl():
+        m.eval()
+        return perplexity(eval_nll(m, val_windows))
+
+    records = [{"stage": "start", "linear_layers": [], "steps": 0, "val_ppl": val_ppl()}]
+    linear, steps = [], 0
+    for layer, n_steps in [(l, steps_per_stage) for l in order] + [(None, final_steps)]:
+        if layer is not None and linearize:
+            m.eval()
+            fits, _ = surrogates.fit_layers(m, fit_windows, layers=[layer])
+            # buffers only: frozen, no gradients
+            blocks(m)[layer].mlp = devices.follow(fits[layer], blocks(m)[layer])
+            linear.append(layer)
+        for _ in range(n_steps):
+            training.lm_step(m, training.random_windows(train_stream, batch_size, context, gen), opt)
+            if progress is not None:
+                progress.update(1)
+        steps += n_steps
+        records.append({"stage": "final" if layer is None else f"L{layer}",
+                        "linear_layers": list(linear), "steps": steps, "val_ppl": val_ppl()})
+    return records
 
 
 def summarise(F: dict) -> dict:
@@ -136,6 +200,10 @@ def summarise(F: dict) -> dict:
     return out
 
 
+def summary_table(F: dict) -> pd.DataFrame:
+    return pd.DataFrame(summarise(F)).T
+
+
 def _row(rep, v):
     c = np.array(rep["cost"][v])
     return {"share < 3%": float(np.mean(c < CHEAP)), "median cost": float(np.median(c)),
@@ -145,6 +213,77 @@ def _row(rep, v):
 def author_costs() -> pd.DataFrame:
     """The author's per-layer all-linear costs (transcribed, cited in the file)."""
     return pd.read_csv(paths.shipped() / REFERENCE)
+
+
+# ------------------------------------------------------------------ the page
+
+
+def scale(S: dict) -> dict:
+    """The paper's scale beside this build's, for `pages.scale_box`."""
+    return {
+        "models": ("GPT-2 Medium/Large, Pythia-160M…2.8B", f"{S['models']} (de-quantized Q4_1, "
+                   f"{S['dtype']}); a matched pair trained here"),
+        "corpus": ("WikiText-103", S["corpus"]),
+        "surrogate fit": ("10,000 tokens", f"{S['fit_windows'] * S['window']:,} tokens"),
+        "evaluation": ("50,000 tokens", f"{S['eval_windows'] * S['window']:,} tokens"),
+        "progressive": ("GPT-2 Medium, 50 steps per layer; 2,000 steps for 4 layers",
+                        f"the pair, {S['ft_steps']} steps per layer, 1 seed")}
+
+
+def layer_table(rep: dict):
+    """Per layer: R² of both fits, the first position's output norm, both costs."""
+    return pd.DataFrame({
+        "R² plain": rep["r2"]["plain"], "R² keep-first": rep["r2"]["keep-first"],
+        "‖y₀‖ / median ‖y‖": rep["first_position_ratio"],
+        "cost plain": rep["cost"]["plain"], "cost keep-first": rep["cost"]["keep-first"],
+    }).rename_axis("layer").style.format("{:.3g}")
+
+
+def costs_by_variant(reports: dict) -> dict:
+    """{"model — variant": (costs, intervals)} for `plots.layer_costs`."""
+    return {f"{m} — {v}": (r["cost"][v], r["ci"][v])
+            for m, r in reports.items() for v in ("plain", "keep-first")}
+
+
+def pair_table(pair: dict) -> pd.DataFrame:
+    return pd.DataFrame({k: {
+        "parameters": v["params"], "train tokens": v["train_tokens"],
+        "val PPL": v["ablation"]["ppl"], "val PPL, MLPs zeroed": v["ablation"]["ppl_mlps_ablated"],
+        "ablation cost": f"{100 * v['ablation']['cost']:+.0f} %",
+        "middle third linear": f"{100 * v['report']['middle']['plain']['cost']:+.2f} %"}
+        for k, v in pair.items()})
+
+
+def by_depth(F: dict) -> tuple[dict, dict]:
+    """Our per-layer costs and the paper's curves, for `plots.cost_by_depth`."""
+    ref = author_costs()
+    paper = {m: (g.relative_depth.to_numpy(), g.cost_pct.to_numpy() / 100)
+             for m, g in ref.groupby("model") if m in ("gpt2-medium", "gpt2-large", "pythia-2.8b")}
+    ours = {f"{m} (keep-first)": r["cost"]["keep-first"] for m, r in F["pretrained"].items()}
+    ours.update({f"{k} (ours, from scratch)": p["report"]["cost"]["plain"]
+                 for k, p in F["pair"].items()})
+    return ours, paper
+
+
+def glue(F: dict, S: dict) -> dict:
+    """The numbers the prose quotes, from the results and the author's files."""
+    name = _main(F)
+    s = summarise(F)
+    main = f"{name} / keep-first"
+    seq, par = F["pair"]["neox-seq"], F["pair"]["neox-par"]
+    ref = author_costs()
+    gm = ref[ref.model == "gpt2-medium"].set_index("layer").cost_pct / 100
+    return {
+        "author_mid": f"{gm.loc[2:15].min():.2%}–{gm.loc[2:15].max():.2%}",
+        "author_cheap": f"{int((gm < CHEAP).sum())} of {len(gm)}",
+        "author_l0": f"{gm.loc[0]:+,.0%}", "min_ablation": f"{MIN_ABLATION:.0%}",
+        "smol_median": f"{s[main]['median cost']:+.1%}", "smol_max": f"{s[main]['max cost']:+.1%}",
+        "plain_max": f"{s[f'{name} / plain']['max cost']:+.0%}",
+        "pair_ablation": f"{seq['ablation']['cost']:+.0%} / {par['ablation']['cost']:+.0%}",
+        "pair_median": f"{s['neox-seq / plain']['median cost']:+.2%} / "
+                       f"{s['neox-par / plain']['median cost']:+.2%}",
+        "prog": "; ".join(f"{k}: linearized {p['linearized'][-1]['val_ppl']:.1f}, control "
+                          f"{p['control'][-1]['val_ppl']:.1f}" for k, p in F["progressive"].items())}
 
 
 # ------------------------------------------------------------------ claims

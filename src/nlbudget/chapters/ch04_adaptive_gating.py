@@ -7,20 +7,29 @@ compound gating; two-phase gated linearization against an equal-compute control.
 
 from __future__ import annotations
 
+import copy
+import time
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 from tqdm.std import tqdm
 
-from .. import corpora, models, paths, stats, surrogates, timing, training
-from ..capture import mlps
-from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, any_of,
+from nlbudget import capture, gating, paths, surrogates, timing, training
+from nlbudget.assets import corpora, devices, models
+from nlbudget.capture import blocks, mlps
+from nlbudget.evaluation import bootstrap_cost, eval_nll, perplexity
+from nlbudget.verdicts import stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, any_of,
                       by_parts, decided, effect, needs_seeds, null, share_of)
-from ..gating import GATE_KINDS, gating_report, nofly_study
+from nlbudget.gating import GATE_KINDS
 
-KEY, STEM, PART = "04", "04_adaptive_gating", "II"
-TITLE = "Adaptive gating: which tokens need the MLP?"
+KEY, STEM = "04", "04_adaptive_gating"
 GATES = ",".join(GATE_KINDS)
+#: `gates` is a comma-separated list of these (`book.profiles.validate` checks it).
+LIST_CHOICES = {"gates": GATE_KINDS}
 SETTINGS = {
     "smoke": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
                   dtype="float32", window=32, fit_windows=8, gate_windows=6, select_windows=4,
@@ -90,81 +99,471 @@ def windows(S: dict, text, tok) -> dict:
     return {**first, **rest}
 
 
-@timing.timed("pretrained")
-def pretrained(S: dict, text, other) -> dict:
-    """Gates, routing, token/context, compound gating and no-fly lists on each pretrained model:
-    fit / gate / select / no-fly / eval windows come from one mixture of documents (`windows`);
-    the no-fly lists are also tested on the corpus's test split and on the other corpus."""
+
+@dataclass
+class Run:
+    """One model under study and what differs between the pretrained models and the pair:
+    its ridge fits (every layer, without position 0, which always keeps its MLP), its gate /
+    select / eval windows, the layers that get every gate kind, the batch size."""
+
+    model: nn.Module
+    fits: dict
+    gate: torch.Tensor  # training windows: δ labels, gates fit
+    select: torch.Tensor  # held out from training: AUCs, the order for compound gating
+    eval: torch.Tensor  # final: costs
+    S: dict
+    curve_layers: list[int]
+    batch_size: int
+    progress: object = None  # a tqdm bar over the sweeps' windows, or None
+    r2: list | None = None  # R² of each layer's fit, where the chapter reports it
+
+    @property
+    def L(self) -> int:
+        return len(self.fits)
+
+    @property
+    def family(self) -> float:
+        """The per-layer level of intervals that hold together over the L layers."""
+        return stats.bonferroni(self.L)
+
+    def hybrid(self, gates: list[dict], l: int, kind: str = "linear:x", thr: float = 0.5):
+        """Layer l's MLP behind one of its gates, routing tokens with g > thr to the surrogate."""
+        return gating.HybridMLP(mlps(self.model)[l], self.fits[l], gates[l]["gates"][kind], thr)
+
+
+def pretrained_run(name: str, S: dict, text) -> tuple[Run, object, dict]:
+    """A pretrained model, its windows (`windows`) and ridge fits (read back from chapter 03's
+    memo where the windows agree). Returns (run, tokenizer, the windows by range)."""
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[S["dtype"]]
-    kinds = S["gates"].split(",")
-    reports, nofly, ranges = {}, {}, {}
-    for name in S["models"].split(","):
-        model, tok = models.load(name, dtype=dtype, device=S["device"])
-        W = S["window"]
-        spans = windows(S, text, tok)
-        eval_w = spans["eval"].windows
-        ranges[name] = {"mixture": corpora.describe(spans),
-                        "test": {"nofly": [0, S["nofly_windows"] * W]}}
-        fits, r2 = surrogates.fit_layers(model, spans["fit"].windows, batch_size=S["batch_size"],
-                                         skip_first=True, dtype=dtype)
-        L = len(fits)
-        bar = tqdm(total=S["gate_windows"] + S["select_windows"] + S["eval_windows"],
-                   desc=f"{name}: sweeps", mininterval=30)
-        reports[name] = gating_report(
-            model, fits, spans["gate"].windows, spans["select"].windows, eval_w, kinds=kinds,
-            curve_layers=spread(L, S["curve_layers"]), max_cost=S["max_cost"],
-            batch_size=S["batch_size"], n_boot=S["n_boot"], seed=S["seed"], progress=bar,
-            random_draws=S["random_draws"])
-        bar.close()
-        reports[name]["r2"] = [r2[l] for l in range(L)]
-        layer = L // 2
-        sets = {S["corpus"]: spans["nofly"].windows,
-                f"{S['corpus']} (test split)": corpora.token_windows(
-                    text.text("test"), tok, W, S["nofly_windows"]),
-                S["cross_corpus"]: corpora.token_windows(other.text("validation"), tok, W,
-                                                         S["nofly_windows"])}
-        bar = tqdm(total=3 * S["nofly_windows"], desc=f"{name}: no-fly", mininterval=30)
-        nofly[name] = nofly_study(model, surrogates.KeepFirst(mlps(model)[layer], fits[layer]),
-                                  layer, sets, S["batch_size"], tokenizer=tok, progress=bar)
-        bar.close()
-        del model
-    return {"pretrained": reports, "nofly": nofly, "ranges": ranges}
+    model, tok = models.load(name, dtype=dtype, device=S["device"])
+    spans = windows(S, text, tok)
+    fits, r2 = surrogates.fit_layers(model, spans["fit"].windows, batch_size=S["batch_size"],
+                                     skip_first=True, dtype=dtype)
+    bar = tqdm(total=S["gate_windows"] + S["select_windows"] + S["eval_windows"],
+               desc=f"{name}: sweeps", mininterval=30)
+    run = Run(model, fits, spans["gate"].windows, spans["select"].windows, spans["eval"].windows,
+              S, spread(len(fits), S["curve_layers"]), S["batch_size"], bar)
+    run.r2 = [r2[l] for l in range(len(fits))]
+    return run, tok, spans
 
 
-@timing.timed("pair")
-def pair(S: dict, text) -> dict:
-    """The same analysis on the matched pair (cached from chapter 03; one routing-curve layer
-    and half its evaluation windows), and the two-phase experiment with its control."""
-    kinds = S["gates"].split(",")
+def pair_run(kind: str, S: dict, text, data: dict) -> Run:
+    """One model of the matched pair (trained by chapter 03, read from the cache), fit on its
+    own training stream; one routing-curve layer and half the pair's evaluation windows."""
+    cfg = training.pair_config(kind, S)
+    bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
+    model, _ = training.train_or_load(cfg, text, data["tok"], progress=bar, device=S["device"])
+    bar.close()
+    spans = data["spans"]
+    fits, _ = surrogates.fit_layers(model, spans["fit"].windows, skip_first=True)
+    return Run(model, fits, spans["gate"].windows, spans["select"].windows,
+               data["eval"][: len(data["eval"]) // 2], S, spread(S["pair_layers"], 1),
+               2 * S["batch_size"])
+
+
+def pair_data(S: dict, text) -> dict:
+    """The pair's tokenizer, training stream, its fit / gate / select windows, and the
+    validation windows."""
     tok = training.train_tokenizer(text, vocab_size=S["pair_vocab"])
     train_stream = training.encode(text, tok, "train")
     C = S["pair_context"]
     spans = corpora.consecutive_windows(train_stream, C, {"fit": 80, "gate": 4 * S["gate_windows"],
                                                           "select": 4 * S["select_windows"]})
-    pair_eval = training.encode(text, tok, "validation")[: S["pair_eval_windows"] * C].view(-1, C)
-    reports, two_phase, ranges = {}, {}, {}
-    for kind in ("neox-seq", "neox-par"):
-        cfg = training.pair_config(kind, S)
-        bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
-        model, _ = training.train_or_load(cfg, text, tok, progress=bar, device=S["device"])
-        bar.close()
-        ranges[kind] = {"train": _ranges(spans), "validation": {"eval": [0, pair_eval.numel()]}}
-        fits, _ = surrogates.fit_layers(model, spans["fit"].windows, skip_first=True)
-        reports[kind] = gating_report(
-            model, fits, spans["gate"].windows, spans["select"].windows,
-            pair_eval[: len(pair_eval) // 2], kinds=kinds, curve_layers=spread(S["pair_layers"], 1),
-            max_cost=S["max_cost"], batch_size=2 * S["batch_size"], n_boot=S["n_boot"],
-            seed=S["seed"], random_draws=S["random_draws"])
-        bar = tqdm(total=2 * (S["phase1_steps"] + S["phase2_steps"]), desc=f"two-phase {kind}",
-                   mininterval=30)
-        two_phase[kind] = surrogates.two_phase_linearization(
-            model, surrogates.middle_layers(S["pair_layers"]), spans["fit"].windows, train_stream,
-            pair_eval, S["phase1_steps"], S["phase2_steps"], lr=S["ft_lr"], gate_lr=S["gate_lr"],
-            sparsity=S["sparsity"], batch_size=S["pair_batch"], context=C, seed=S["seed"],
-            progress=bar)
-        two_phase[kind]["seed"] = S["seed"]
-        bar.close()
-    return {"pair": reports, "two_phase": two_phase, "ranges": ranges}
+    return {"tok": tok, "train": train_stream, "context": C, "spans": spans,
+            "eval": training.encode(text, tok, "validation")[: S["pair_eval_windows"] * C].view(-1, C)}
+
+
+def _rows(a: torch.Tensor) -> torch.Tensor:
+    """Positions 1 … T−2 of (N, T, …) as rows: the tokens that have a next-token loss and
+    are not the first position (which always keeps its MLP)."""
+    return a[:, 1:-1].reshape(-1, *a.shape[2:])
+
+
+def _deltas(sweep, variant: str) -> dict[int, torch.Tensor]:
+    """δ = L_lin − L_full per token, positions 1 … T−2: {layer: (N, T−2)}."""
+    return {l: (nll - sweep.baseline)[:, 1:] for l, nll in sweep.linear[variant].items()}
+
+
+@timing.timed("gating: δ sweeps")
+def deltas(run: Run) -> dict:
+    """Phase 1. δ per token on the training and selection windows: one linearization sweep of
+    each (the training windows' may be read back from chapter 03's measurement, `memo`), and
+    each layer's all-linear cost on them."""
+    S, L, n_gate = run.S, run.L, run.gate.shape[0]
+    lin = {l: surrogates.KeepFirst(mlps(run.model)[l], run.fits[l]) for l in range(L)}
+    halves = [surrogates.linearization_sweep(run.model, w, {"linear": lin}, run.batch_size,
+                                             run.progress) for w in (run.gate, run.select)]
+    sw = surrogates.Sweep(torch.cat([h.baseline for h in halves]),
+                          {"linear": {l: torch.cat([h.linear["linear"][l] for h in halves])
+                                      for l in range(L)}})
+    d_all = _deltas(sw, "linear")
+    return {"sweep": sw, "gate": {l: d[:n_gate] for l, d in d_all.items()},
+            "select": {l: d[n_gate:] for l, d in d_all.items()},
+            "all_linear": {l: (sw.cost("linear", l), bootstrap_cost(
+                sw.baseline, sw.linear["linear"][l], S["n_boot"], S["seed"])) for l in range(L)}}
+
+
+@timing.timed("gating: activations")
+def activations(run: Run) -> dict:
+    """Every layer's MLP input x, residual stream h and the token embeddings e on the training
+    and selection windows, as the gates read them."""
+    return capture.activations(run.model, torch.cat([run.gate, run.select]), run.batch_size)
+
+
+def _parts(acts, l, rows):
+    """What a gate may read at layer l, as rows: x (the routing gate's input), and the residual
+    stream h = e + c split into token embedding e and context c (P3 §4.2)."""
+    h = _rows(acts["h"][l][rows])
+    e, c = gating.split_token_context(h, _rows(acts["e"][rows]))
+    return {"x": _rows(acts["x"][l][rows]), "h": h.double(), "e": e, "c": c}
+
+
+@timing.timed("gating: gates and AUCs")
+def layer_gates(run: Run, d: dict, acts: dict, l: int,
+                fractions=(0.1, 0.25, 0.75, 0.9)) -> dict:
+    """Phase 2, layer l. δ labels on the training tokens; a d+1 gate on x (the router), and on
+    h, e, c (token vs context); at the curve layers every gate kind, at thresholds routing as
+    many training tokens as the d+1 gate. Each gate's AUC on the held-out selection tokens, with
+    intervals over windows (and Bonferroni over layers for "any"/"share" claims)."""
+    S, seed, n_boot, family = run.S, run.S["seed"], run.S["n_boot"], run.family
+    kinds = S["gates"].split(",")
+    n_gate = run.gate.shape[0]
+    window_of = _rows(torch.arange(run.select.shape[0])[:, None].expand(run.select.shape)).numpy()
+    y, thr, rule = gating.delta_labels(d["gate"][l])
+    X, Xs = _parts(acts, l, slice(0, n_gate)), _parts(acts, l, slice(n_gate, None))
+    gates = {f"linear:{p}": gating.fit_gate("linear", X[p], y, seed) for p in "xhec"}
+    with torch.no_grad():  # the share of training tokens the d+1 gate routes at g > ½
+        routed_train = float((gates["linear:x"](X["x"]) > 0.5).double().mean())
+    same_share = {}
+    if l in run.curve_layers:
+        gates.update({k: gating.fit_gate(k, X["x"], y, seed) for k in kinds if k != "linear"})
+        with torch.no_grad():  # thresholds at which the other gates route as many tokens
+            same_share = {k: gating.threshold_for_fraction(gates[k](X["x"]), routed_train)
+                          for k in kinds if k != "linear"}
+    yl = gating.delta_labels(d["select"][l])[0].numpy()
+    with torch.no_grad():
+        scores = {k: g(Xs[k.split(":")[1] if ":" in k else "x"]).numpy() for k, g in gates.items()}
+        sel_score = gates["linear:x"](Xs["x"])
+    aucs = {k: stats.bootstrap_auc(s, yl, window_of, n_boot, seed) for k, s in scores.items()}
+    fam = {k: stats.bootstrap_auc(scores[k], yl, window_of, n_boot, seed, family)
+           for k in ("linear:x", "linear:h", "linear:e")}
+    pairs = [(k, "linear:x") for k in scores if not k.startswith("linear:")]
+    pairs += [(k, "linear:h") for k in ("linear:c", "linear:e")]
+    diffs = {f"{a}−{b}": stats.bootstrap_auc_diff(scores[a], scores[b], yl, window_of, n_boot,
+                                                  seed, family) for a, b in pairs}
+    row = {"layer": l, "labels": {"threshold": thr, "rule": rule,
+                                  "share_linear_ok": float(y.double().mean())},
+           "all_linear": {"cost": d["all_linear"][l][0], "ci": d["all_linear"][l][1]},
+           "auc": aucs, "auc_family": fam, "auc_diff_family": diffs,
+           "delta": gating.delta_summary(d["gate"][l]),
+           "gate_params": {k: g.n_params for k, g in gates.items()}}
+    if l in run.curve_layers:
+        qs = np.linspace(0, 1, 41)
+        row["delta_quantiles"] = {"q": qs.tolist(), "delta": torch.quantile(
+            d["gate"][l].double().flatten(), torch.tensor(qs)).tolist()}
+        row["thresholds"] = {f: gating.threshold_for_fraction(gates["linear:x"](X["x"]), f)
+                             for f in fractions}
+    return {"gates": gates, "row": row, "sel_score": sel_score, "routed_train": routed_train,
+            "same_share": same_share}
+
+
+@timing.timed("gating: routing")
+def routing(run: Run, layers: list[dict]) -> dict:
+    """Phase 3. On the evaluation windows, one sweep: each layer's d+1 gate (g > ½); the control,
+    random routing of as many tokens as the gate routes on its training tokens; at the curve
+    layers the d+1 gate at other thresholds and every other kind at the same share. Fills each
+    layer's row with its costs and intervals; returns the sweep and its variants."""
+    S, seed, n_boot, family = run.S, run.S["seed"], run.S["n_boot"], run.family
+    mlp, L, draws = mlps(run.model), run.L, S["random_draws"]
+    kinds, curve = S["gates"].split(","), run.curve_layers
+    variants = {"gate": {l: run.hybrid(layers, l) for l in range(L)},
+                **{f"random{k}": {l: gating.RandomRouting(
+                    mlp[l], run.fits[l], layers[l]["routed_train"], seed + 1000 * (k + 1) + l)
+                    for l in range(L)} for k in range(draws)}}
+    fractions = list(layers[curve[0]]["row"]["thresholds"]) if curve else []
+    for f in fractions:
+        variants[f"linear@{f:g}"] = {l: run.hybrid(layers, l, thr=layers[l]["row"]["thresholds"][f])
+                                     for l in curve}
+    for k in kinds:
+        if k != "linear":
+            variants[k] = {l: run.hybrid(layers, l, k, layers[l]["same_share"][k]) for l in curve}
+    ev = surrogates.linearization_sweep(run.model, run.eval, variants, run.batch_size, run.progress)
+
+    def result(v, l):
+        return {"cost": ev.cost(v, l), "routed": variants[v][l].fraction,
+                "ci": bootstrap_cost(ev.baseline, ev.linear[v][l], n_boot, seed),
+                "ci_family": bootstrap_cost(ev.baseline, ev.linear[v][l], n_boot, seed, family)}
+
+    for l, row in enumerate(layer["row"] for layer in layers):
+        row["gate"] = result("gate", l)
+        # the expected loss under random routing: the mean over draws, token by token;
+        # relative to the gate, > 0 where the gate chose better than chance
+        rnd = torch.stack([ev.linear[f"random{k}"][l] for k in range(draws)]).mean(0)
+        cost = perplexity(rnd) / perplexity(ev.baseline) - 1
+        row["random"] = {
+            "cost": cost, "draws": [ev.cost(f"random{k}", l) for k in range(draws)],
+            "routed": float(np.mean([variants[f"random{k}"][l].fraction for k in range(draws)])),
+            "target": layers[l]["routed_train"], "vs_gate": cost - row["gate"]["cost"],
+            "ci": bootstrap_cost(ev.baseline, rnd, n_boot, seed),
+            "vs_gate_ci_family": bootstrap_cost(ev.linear["gate"][l], rnd, n_boot, seed, family)}
+        if l in curve:
+            row["curve"] = sorted([{"threshold": row["thresholds"][f], "target": f,
+                                    **result(f"linear@{f:g}", l)} for f in fractions]
+                                  + [{"threshold": 0.5, "target": None, **row["gate"]}],
+                                  key=lambda p: p["routed"])
+            row["kinds"] = {"linear": row["gate"],
+                            **{k: result(k, l) for k in kinds if k != "linear"}}
+    return {"sweep": ev, "variants": variants}
+
+
+@torch.no_grad()
+def compound(model, windows: torch.Tensor, hybrids: dict, batch_size: int = 8,
+             baseline: torch.Tensor | None = None, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Perplexity with several layers gated at once: cost against `baseline` (per-token
+    losses of the unmodified model; computed if not given), and the share routed per layer."""
+    if baseline is None:
+        baseline = eval_nll(model, windows, batch_size)
+    for h in hybrids.values():
+        h.reset()
+    with surrogates.replaced(model, hybrids):
+        nll = eval_nll(model, windows, batch_size)
+    return {"ppl": perplexity(nll), "cost": perplexity(nll) / perplexity(baseline) - 1,
+            "ci": (bootstrap_cost(baseline, nll, n_boot, seed) if n_boot
+                   else (float("nan"), float("nan"))),
+            "routed": {l: h.fraction for l, h in hybrids.items()}, "layers": sorted(hybrids)}
+
+
+@torch.no_grad()
+def wallclock(model, ids: torch.Tensor, configs: dict[str, dict], repeats: int = 1) -> dict:
+    """Seconds for one forward pass over `ids` (best of `repeats`, after a warm-up) with the
+    full MLPs, and with each configuration of `HybridMLP`s installed; the share saved.
+    One measurement, for the page; `benchmarks/bench_gating.py` is the careful one."""
+    def best():
+        model(input_ids=ids)
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            model(input_ids=ids)
+            ts.append(time.perf_counter() - t)
+        return min(ts)
+
+    full = best()
+    out = {}
+    for name, hybrids in configs.items():
+        with surrogates.replaced(model, hybrids):
+            t = best()
+        out[name] = {"full_s": full, "hybrid_s": t, "saved": 1 - t / full,
+                     "tokens": int(ids.numel())}
+    return out
+
+
+@timing.timed("gating: compound")
+def compound_gating(run: Run, layers: list[dict], d: dict, ev: dict,
+                    compound_grid=None) -> dict:
+    """Phase 4. Every layer's gate at once on the evaluation windows; then the greedy choice:
+    layers ordered by the loss each gate is expected to add on the selection windows, the
+    largest prefix of that order whose cost on the selection windows stays under `max_cost`,
+    measured on the evaluation windows; FLOPs and wall-clock saved."""
+    S, L, bs = run.S, run.L, run.batch_size
+    n_boot, seed, base = S["n_boot"], S["seed"], ev["sweep"].baseline
+    comp = {l: run.hybrid(layers, l) for l in range(L)}
+    fl = gating.flops_per_token(run.model, run.eval.shape[1])
+
+    def saved(r):
+        return fl.saved([r["routed"].get(l, 0.0) for l in range(L)])
+
+    all_on = compound(run.model, run.eval, comp, bs, base, n_boot, seed)
+    expected = {l: float((d["select"][l].flatten().double()
+                          * (layers[l]["sel_score"].flatten() > 0.5).double()).mean())
+                for l in range(L)}
+    order = sorted(range(L), key=lambda l: expected[l])
+    grid = compound_grid or sorted({1, 2, 4, 8, 16, L} & set(range(1, L + 1)))
+    base_sel = d["sweep"].baseline[run.gate.shape[0]:]
+    select = {k: compound(run.model, run.select, {l: comp[l] for l in order[:k]}, bs, base_sel,
+                          0, seed)["cost"] for k in grid}
+    under = [k for k in grid if select[k] < S["max_cost"]]
+    k_star = max(under) if under else 0
+    held_out = {k: compound(run.model, run.eval, {l: comp[l] for l in order[:k]}, bs, base,
+                            n_boot, seed) for k in grid}
+    chosen = held_out.get(k_star, {"cost": 0.0, "ci": (0.0, 0.0), "routed": {}})
+    return {
+        "all": {"cost": all_on["cost"], "ci": all_on["ci"], "ppl": all_on["ppl"],
+                "routed": [all_on["routed"][l] for l in range(L)], "flops_saved": saved(all_on),
+                "flops_saved_blocks": fl.saved([all_on["routed"][l] for l in range(L)],
+                                               with_head=False)},
+        "order": order, "expected": [expected[l] for l in range(L)],
+        "selection": {str(k): v for k, v in select.items()},
+        "held_out": {str(k): {"cost": v["cost"], "ci": v["ci"], "flops_saved": saved(v)}
+                     for k, v in held_out.items()},
+        "max_cost": S["max_cost"], "k_star": k_star, "chosen_layers": sorted(order[:k_star]),
+        "chosen": {"cost": chosen["cost"], "ci": chosen["ci"], "flops_saved": saved(chosen)},
+        "wallclock": wallclock(run.model, run.eval[:bs],
+                               {"all": comp, "chosen": {l: comp[l] for l in order[:k_star]}}),
+        "flops": {"mlp": fl.mlp, "surrogate": fl.surrogate, "gate": fl.gate,
+                  "blocks": fl.blocks, "head": fl.head}}
+
+
+def report(run: Run, layers: list[dict], ev: dict, comp: dict) -> dict:
+    """The phases' results for one model, as its results file keeps them."""
+    if run.progress is not None:
+        run.progress.close()
+    flops = comp.pop("flops")
+    return {"n_layers": run.L, "baseline_ppl": perplexity(ev["sweep"].baseline),
+            "tokens": {"gate": int(run.gate.numel()), "select": int(run.select.numel()),
+                       "eval": int(run.eval.numel())},
+            "kinds": run.S["gates"].split(","), "curve_layers": list(run.curve_layers),
+            "family_level": run.family, "probe_layers": list(range(run.L)),
+            "per_layer": [layer["row"] for layer in layers], "flops": flops, "compound": comp}
+
+
+@timing.timed("no-fly")
+def nofly(run: Run, tok, spans: dict, text, other) -> dict:
+    """P3 §4.3 at the middle layer: δ per token, with the layer's surrogate in place of its MLP,
+    on the no-fly windows (which build the lists), the corpus's test split and the other corpus
+    (which test them). Tokens are keyed two ways: by the input token, whose MLP is routed, and by
+    the target (next) token, which is what the author's code keys them by."""
+    S, W, layer = run.S, run.S["window"], run.L // 2
+    module = surrogates.KeepFirst(mlps(run.model)[layer], run.fits[layer])
+    sets = {S["corpus"]: spans["nofly"].windows,
+            f"{S['corpus']} (test split)": corpora.token_windows(
+                text.text("test"), tok, W, S["nofly_windows"]),
+            S["cross_corpus"]: corpora.token_windows(other.text("validation"), tok, W,
+                                                     S["nofly_windows"])}
+    bar = tqdm(total=3 * S["nofly_windows"], desc="no-fly", mininterval=30)
+    keyed, summary = {"input": {}, "target": {}}, {}
+    for name, w in sets.items():
+        sw = surrogates.linearization_sweep(run.model, w, {"linear": {layer: module}},
+                                            S["batch_size"], bar)
+        d = _deltas(sw, "linear")[layer]  # (N, T−2): positions 1 … T−2
+        keyed["input"][name] = gating.token_means(w[:, 1:-1], d)
+        keyed["target"][name] = gating.token_means(w[:, 2:], d)
+        summary[name] = {"tokens": int(d.numel()), "delta": gating.delta_summary(d)}
+    bar.close()
+    build = next(iter(sets))
+    out = {"layer": layer, "build": build, "min_obs": 10, "sets": summary}
+    for key, means in keyed.items():
+        lst = gating.nofly_list(means[build])
+        out[f"by_{key}"] = {name: gating.transfer(means[build], means[name], lst)
+                            for name in sets if name != build}
+        if key == "input":
+            top = sorted(lst, key=lambda t: -means[build][t][0])[:12]
+            out["examples"] = [
+                {"token": tok.decode([t]), "build": means[build][t][0],
+                 **{name: means[name][t][0] if t in means[name] else None
+                    for name in sets if name != build}} for t in top]
+    return out
+
+
+def _val_ppl(m, windows) -> float:
+    m.eval()
+    return perplexity(eval_nll(m, windows))
+
+
+def _adamw(params, lr):
+    return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+
+
+def _phase1(model, layers, data, S, gen, tick):
+    """Two-phase, phase 1: the MLPs of `layers` replaced by frozen ridge surrogates, everything
+    else fine-tuned. Returns (the model, its fits)."""
+    m = copy.deepcopy(model)
+    fits, _ = surrogates.fit_layers(m, data["spans"]["fit"].windows, layers=layers)
+    for l in layers:
+        blocks(m)[l].mlp = devices.follow(fits[l], blocks(m)[l])
+    opt = _adamw([p for p in m.parameters() if p.requires_grad], S["ft_lr"])
+    for _ in range(S["phase1_steps"]):
+        training.lm_step(m, training.random_windows(data["train"], S["pair_batch"], data["context"], gen), opt)
+        tick()
+    return m, fits
+
+
+def _phase2(m, originals, fits, data, S, gen, tick) -> dict:
+    """Phase 2: everything frozen, the original MLPs back behind soft gates (`SoftGatedMLP`);
+    only the gates train, on LM loss plus `sparsity` × mean gate (after a 10 % warm-up)."""
+    m.requires_grad_(False)
+    gated = {l: devices.follow(gating.SoftGatedMLP(originals[l], fits[l], m.config.hidden_size),
+                               blocks(m)[l]) for l in originals}
+    for l, g in gated.items():
+        blocks(m)[l].mlp = g
+        g.net.requires_grad_(True)
+    params = [p for g in gated.values() for p in g.net.parameters()]
+    opt = torch.optim.Adam(params, lr=S["gate_lr"])
+    for step in range(S["phase2_steps"]):
+        m.train()
+        batch = training.random_windows(data["train"], S["pair_batch"], data["context"], gen)
+        loss = m(input_ids=batch, labels=batch).loss
+        if step >= S["phase2_steps"] // 10:
+            loss = loss + S["sparsity"] * torch.stack([g.last_gate.mean()
+                                                       for g in gated.values()]).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        tick()
+    return gated
+
+
+@torch.no_grad()
+def _gate_values(m, gated: dict, windows) -> dict:
+    """Every soft gate's value on every validation token."""
+    use_mlp = {l: [] for l in gated}
+    hooks = [g.register_forward_hook(lambda mod, a, o, l=l: use_mlp[l].append(
+        mod.last_gate.flatten().cpu())) for l, g in gated.items()]
+    m.eval()
+    eval_nll(m, windows)
+    for h in hooks:
+        h.remove()
+    return {l: torch.cat(v) for l, v in use_mlp.items()}
+
+
+@timing.timed("two-phase")
+def two_phase(run: Run, data: dict) -> dict:
+    """P3 §5.3 on a copy of the pair model, at its middle third: phase 1 (`_phase1`), phase 2
+    (`_phase2`), then hard routing (MLP where g > ½); the control fine-tunes the unmodified model
+    for phase 1 + phase 2 steps on the same batches. Validation perplexities, gate statistics."""
+    S, model, val = run.S, run.model, data["eval"]
+    layers = surrogates.middle_layers(S["pair_layers"])
+    bar = tqdm(total=2 * (S["phase1_steps"] + S["phase2_steps"]), desc="two-phase",
+               mininterval=30)
+    start = _val_ppl(model, val)
+    originals = {l: copy.deepcopy(blocks(model)[l].mlp) for l in layers}
+    gen = torch.Generator().manual_seed(S["seed"])
+    m, fits = _phase1(model, layers, data, S, gen, lambda: bar.update(1))
+    after1 = _val_ppl(m, val)
+    gated = _phase2(m, originals, fits, data, S, gen, lambda: bar.update(1))
+    soft = _val_ppl(m, val)
+    gate_vals = _gate_values(m, gated, val)
+    for g in gated.values():
+        g.hard = True
+    hard = _val_ppl(m, val)
+    control = copy.deepcopy(model)
+    opt, gen = _adamw(control.parameters(), S["ft_lr"]), torch.Generator().manual_seed(S["seed"])
+    for _ in range(S["phase1_steps"] + S["phase2_steps"]):
+        training.lm_step(control, training.random_windows(data["train"], S["pair_batch"], data["context"], gen), opt)
+        bar.update(1)
+    bar.close()
+    return {"layers": list(layers), "start_ppl": start, "phase1_ppl": after1,
+            "phase2_soft_ppl": soft, "phase2_hard_ppl": hard, "control_ppl": _val_ppl(control, val),
+            "mean_gate": {l: float(v.mean()) for l, v in gate_vals.items()},
+            "share_linear_hard": {l: float((v <= 0.5).double().mean())
+                                  for l, v in gate_vals.items()},
+            "steps": {"phase1": S["phase1_steps"], "phase2": S["phase2_steps"],
+                      "control": S["phase1_steps"] + S["phase2_steps"]},
+            "seed": S["seed"]}
+
+
+
+# ------------------------------------------------------------------ the page
+
+
+def ranges_pretrained(spans: dict, S: dict) -> dict:
+    """Which windows each range of a pretrained model's study holds (written to the results)."""
+    return {"mixture": corpora.describe(spans),
+            "test": {"nofly": [0, S["nofly_windows"] * S["window"]]}}
+
+
+def ranges_pair(data: dict) -> dict:
+    return {"train": _ranges(data["spans"]), "validation": {"eval": [0, data["eval"].numel()]}}
 
 
 def reference(name: str) -> pd.DataFrame:
@@ -172,14 +571,107 @@ def reference(name: str) -> pd.DataFrame:
     return pd.read_csv(paths.shipped() / "data" / "reference" / f"p3_{name}.csv")
 
 
-def layer_table(rep: dict) -> pd.DataFrame:
+def scale(S: dict) -> dict:
+    """The paper's scale beside this build's, for `pages.scale_box`."""
+    W = S["window"]
+    return {
+        "models": ("GPT-2 Medium/Large, Pythia-410M/1B", f"{S['models']} (de-quantized Q4_1, "
+                   f"{S['dtype']}); the matched pair"),
+        "gate training": ("20,000 tokens", f"{S['gate_windows'] * W:,} tokens"),
+        "held-out selection": ("—", f"{S['select_windows'] * W:,} tokens"),
+        "evaluation": ("50,000 tokens", f"{S['eval_windows'] * W:,} tokens"),
+        "no-fly lists": ("WikiText-103 → LAMBADA", f"{S['nofly_windows'] * W:,} tokens per set, "
+                         f"{S['corpus']} → {S['cross_corpus']}"),
+        "two-phase": ("2,000 + 3,000 steps, GPT-2 Medium",
+                      f"{S['phase1_steps']} + {S['phase2_steps']} steps, the pair, 1 seed")}
+
+
+def layer_table(rep: dict):
+    """One row per layer: all-linear, gated and random-routing costs, share routed, AUC."""
     return pd.DataFrame([{
         "layer": r["layer"], "label rule": r["labels"]["rule"],
         "all-linear": r["all_linear"]["cost"], "gated": r["gate"]["cost"],
         "gated 95% CI": f"{r['gate']['ci'][0]:+.2%} … {r['gate']['ci'][1]:+.2%}",
         "routed": r["gate"]["routed"], "random routing": r["random"]["cost"],
         "AUC (x)": r["auc"]["linear:x"][0], "|δ|<0.05": r["delta"]["share_abs_below_0.05"]}
-        for r in rep["per_layer"]]).set_index("layer")
+        for r in rep["per_layer"]]).set_index("layer").style.format(
+        {"all-linear": "{:+.2%}", "gated": "{:+.2%}", "random routing": "{:+.2%}",
+         "routed": "{:.0%}", "AUC (x)": "{:.3f}", "|δ|<0.05": "{:.0%}"})
+
+
+def kinds_table(reports: dict):
+    """Every gate kind at the curve layers: its AUC gain over the d+1 gate and its cost."""
+    return pd.DataFrame([
+        {"model": m, "layer": r["layer"], "gate": k, "parameters": r["gate_params"].get(k),
+         "AUC gain over d+1": r["auc_diff_family"][f"{k}−linear:x"][0],
+         "cost": r["kinds"][k]["cost"], "d+1 cost": r["gate"]["cost"]}
+        for m, rep in reports.items() for r in rep["per_layer"] if "kinds" in r
+        for k in r["kinds"] if k != "linear"]).set_index(["model", "layer", "gate"]).style.format(
+        {"AUC gain over d+1": "{:+.3f}", "cost": "{:+.2%}", "d+1 cost": "{:+.2%}"})
+
+
+def paper_auc_parts(n_layers: int) -> dict:
+    """The paper's GPT-2 Medium token/context AUCs, its layers rescaled to `n_layers`."""
+    ctx = reference("context_vs_token").query("model == 'gpt2-medium'")
+    x = ctx.layer * (n_layers - 1) / 23
+    return {"full": (x, ctx.full), "token only": (x, ctx.token_only),
+            "context only": (x, ctx.context_only)}
+
+
+def nofly_table(nofly: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"model": m, "keyed by": key[3:], "tested on": test, **t}
+                         for m, nfm in nofly.items() for key in ("by_target", "by_input")
+                         for test, t in nfm[key].items()]
+                        ).set_index(["model", "keyed by", "tested on"])
+
+
+def paper_compound() -> dict:
+    """The author's GPT-2 Medium compound result: {label: (layers, PPL change, FLOPs saved)}."""
+    pc = reference("compound").set_index("model").loc["gpt2-medium"]
+    return {"GPT-2 Medium": (int(pc.gated_layers), pc.gated_pct / 100,
+                             pc.flops_saved_total_pct / 100)}
+
+
+def compound_table(runs: dict) -> pd.DataFrame:
+    return pd.DataFrame({m: {
+        "all gates: PPL change": f"{c['all']['cost']:+.1%}",
+        "all gates: mean routed": f"{np.mean(c['all']['routed']):.0%}",
+        "all gates: FLOPs saved": f"{c['all']['flops_saved']:.1%}",
+        "all gates: wall-clock saved": f"{c['wallclock']['all']['saved']:.1%}",
+        "greedy: layers": c["k_star"],
+        "greedy: PPL change (held out)": f"{c['chosen']['cost']:+.2%}",
+        "greedy: FLOPs saved": f"{c['chosen']['flops_saved']:.1%}"} for m, c in runs.items()})
+
+
+def two_phase_table(tp: dict) -> pd.DataFrame:
+    return pd.DataFrame(tp).T[["layers", "start_ppl", "phase1_ppl", "phase2_soft_ppl",
+                               "phase2_hard_ppl", "control_ppl", "mean_gate"]]
+
+
+def glue(F: dict, S: dict) -> dict:
+    """The numbers the prose quotes, from the results and the author's files."""
+    R = F["pretrained"][_main(F)]
+    rows = R["per_layer"]
+    routed = [r["gate"]["routed"] for r in rows]
+    pc = reference("compound").set_index("model").loc["gpt2-medium"]
+    return {
+        "author_compound": f"{pc.gated_pct:+.0f} %",
+        "author_flops": f"{pc.flops_saved_total_pct:.0f} %",
+        "routed_range": f"{min(routed):.0%}–{max(routed):.0%}",
+        "gated_median": f"{np.median([r['gate']['cost'] for r in rows]):+.2%}",
+        "random_median": f"{np.median([r['random']['cost'] for r in rows]):+.2%}",
+        "all_linear_median": f"{np.median([r['all_linear']['cost'] for r in rows]):+.2%}",
+        "auc_median": f"{np.median([r['auc']['linear:x'][0] for r in rows]):.3f}",
+        "near_median": f"{np.median([r['delta']['share_abs_below_0.05'] for r in rows]):.0%}",
+        "compound_all": f"{R['compound']['all']['cost']:+.0%}",
+        "compound_k": str(R["compound"]["k_star"]),
+        "negative_median": f"{np.median([r['delta']['share_negative'] for r in rows]):.0%}",
+        "paper_steps": "2,000 + 3,000",
+        "step_ratio": f"{5000 / (S['phase1_steps'] + S['phase2_steps']):,.0f}",
+        "two_phase": "; ".join(
+            f"{k}: gated {v['phase2_soft_ppl']:.1f} vs control {v['control_ppl']:.1f}, "
+            f"mean gate {np.mean(list(v['mean_gate'].values())):.2f}"
+            for k, v in F["two_phase"].items())}
 
 
 # ------------------------------------------------------------------ claims

@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.std import tqdm
 
-from .. import devices, stats, tasks, timing, universal
-from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision,
+from nlbudget.assets import devices
+from nlbudget.verdicts import stats
+from nlbudget import tasks, timing, universal
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision,
                       combine, decided, effect, needs_seeds)
 
-KEY, STEM, PART = "05", "05_fixed_universal", "III"
-TITLE = "Fixed universal transformers: programming through the embedding"
+KEY, STEM = "05", "05_fixed_universal"
 #: CPU threads: tiny models gain nothing from a second one, so this chapter always runs on
 #: one (the same numbers however it is launched) and the build runs it beside another.
 THREADS = 1
@@ -52,26 +52,25 @@ KHOP_SPARSE, KHOP_RANDOM = 1.0, 0.857
 # ------------------------------------------------------------------ study
 
 
-def construction(S: dict) -> list[dict]:
-    """Max |UT − target| for every shape over 3 random targets, and the control: the same UT
-    with a random program of the same shape must miss."""
-    rows = []
-    for H, L, dd, res in SHAPES:
-        ut = universal.SparseUT(H, L, dd, res)
-        errs, ctrl = [], []
-        for s in range(3):
-            t = universal.random_target(11, dd, H, L, res, seed=S["seed"] + s, scale=2.0)
-            ids = torch.randint(0, 11, (16, 12), generator=torch.Generator().manual_seed(s))
-            Ep = ut.program(t)
-            want = universal.target_forward(t, ids)
-            errs.append(float((ut.simulate(Ep, ids) - want).abs().max()))
-            wrong = torch.randn(Ep.shape, generator=torch.Generator().manual_seed(100 + s),
-                                dtype=Ep.dtype) * Ep.std()
-            ctrl.append(float((ut.simulate(wrong, ids) - want).abs().max()))
-        rows.append({"H": H, "L": L, "d": dd, "target residual": res, "UT width m": ut.m,
-                     "nonzero weights": ut.nonzeros, "max |UT − target|": max(errs),
-                     "random program: max |UT − target|": min(ctrl)})
-    return rows
+
+def construct(shape: tuple, S: dict) -> dict:
+    """One shape (H, L, d, residual): max |UT − target| over 3 random targets, and the control:
+    the same UT with a random program of the same shape must miss."""
+    H, L, dd, res = shape
+    ut = universal.SparseUT(H, L, dd, res)
+    errs, ctrl = [], []
+    for s in range(3):
+        t = universal.random_target(11, dd, H, L, res, seed=S["seed"] + s, scale=2.0)
+        ids = torch.randint(0, 11, (16, 12), generator=torch.Generator().manual_seed(s))
+        Ep = ut.program(t)
+        want = universal.target_forward(t, ids)
+        errs.append(float((ut.simulate(Ep, ids) - want).abs().max()))
+        wrong = torch.randn(Ep.shape, generator=torch.Generator().manual_seed(100 + s),
+                            dtype=Ep.dtype) * Ep.std()
+        ctrl.append(float((ut.simulate(wrong, ids) - want).abs().max()))
+    return {"H": H, "L": L, "d": dd, "target residual": res, "UT width m": ut.m,
+            "nonzero weights": ut.nonzeros, "max |UT − target|": max(errs),
+            "random program: max |UT − target|": min(ctrl)}
 
 
 def widths(max_L: int = 8) -> dict:
@@ -79,29 +78,18 @@ def widths(max_L: int = 8) -> dict:
     return {str(H): [universal.width(H, L, 1) for L in range(1, max_L + 1)] for H in (1, 2, 4)}
 
 
-@timing.timed("random_universality")
-def random_universality(S: dict) -> dict:
-    """Gradient search for a Gaussian UT's program at each width, and a degenerate UT, for
-    `ru_seeds` seeds (each draws its own Gaussian UT and data); each record also gives the
-    errors of two predictors that read no context."""
-    targets = {"H=1, L=1, d=4": universal.random_target(8, 4, 1, 1, True, seed=S["seed"]),
-               "H=2, L=2, d=4": universal.random_target(8, 4, 2, 2, True, seed=S["seed"])}
-    ws = [int(w) for w in S["ru_widths"].split(",")]
-    seeds = [S["seed"] + i for i in range(S["ru_seeds"])]
-    out = {}
-    bar = tqdm(total=len(targets) * (len(ws) + 1) * len(seeds), desc="random UTs",
-               mininterval=30)
-    for name, tgt in targets.items():
-        out[name] = []
-        for sd in seeds:
-            for w in ws:
-                out[name].append(universal.random_universality(tgt, w, S["ru_steps"], seed=sd))
-                bar.update(1)
-            out[name].append(universal.random_universality(tgt, ws[-1], S["ru_steps"], seed=sd,
-                                                           degenerate=True))
-            bar.update(1)
-    bar.close()
-    return out
+def seeds(S: dict, key: str) -> list[int]:
+    return [S["seed"] + i for i in range(S[key])]
+
+
+def ru_targets(S: dict) -> dict:
+    """The targets a Gaussian UT is asked to simulate (random universality)."""
+    return {"H=1, L=1, d=4": universal.random_target(8, 4, 1, 1, True, seed=S["seed"]),
+            "H=2, L=2, d=4": universal.random_target(8, 4, 2, 2, True, seed=S["seed"])}
+
+
+def ru_widths(S: dict) -> list[int]:
+    return [int(w) for w in S["ru_widths"].split(",")]
 
 
 def task_names(S: dict) -> list[str]:
@@ -148,43 +136,83 @@ def _steps(S: dict, task: str) -> int:
     return S["steps"] if task == "dyck" else S["hop_steps"]
 
 
+
+def grid(S: dict) -> list[tuple]:
+    """(task, kind, setting, seed, looped) of every embedding-only run: sparse, random and
+    fully trained transformers of one shape in three settings, and a looped random UT."""
+    g = [(t, k, s, sd, False) for t in task_names(S) for k in ("sparse", "random", "trained")
+         for s in SETTING_KW for sd in range(_seeds(S, t))]
+    return g + [(t, "random", "+residual+LN", sd, True) for t in task_names(S)
+                for sd in range(_seeds(S, t))]
+
+
+def grid_steps(S: dict) -> int:
+    return sum(_steps(S, g[0]) for g in grid(S))
+
+
 @timing.timed("embedding_training")
-def embedding_training(S: dict) -> list[dict]:
-    """Sparse, random and fully trained transformers of one shape, in three settings (and a
-    looped random UT), per task and seed; only the embedding (E and P) and U train in the
-    frozen ones. Test accuracy at the training length and at 1.5× it."""
-    grid = [(t, k, s, sd, False) for t in task_names(S) for k in ("sparse", "random", "trained")
-            for s in SETTING_KW for sd in range(_seeds(S, t))]
-    grid += [(t, "random", "+residual+LN", sd, True) for t in task_names(S)
-             for sd in range(_seeds(S, t))]
-    runs = []
-    bar = tqdm(total=sum(_steps(S, g[0]) for g in grid), desc="embedding-only training",
-               mininterval=30)
-    for task, kind, setting, sd, looped in grid:
-        n_len = S["dyck_len"] if task == "dyck" else S["hop_len"]
-        n_out = vocab = 2 if task == "dyck" else S["hop_vocab"]
-        model = universal.FrozenTransformer(kind, vocab, n_out, S["heads"], S["layers"], S["d"],
-                                            m=S["m"], looped=looped, seed=S["seed"] + sd,
-                                            **SETTING_KW[setting])
-        devices.attach(model, S["device"])
-        base = 10_000 * (1 + sd)
-        universal.train_program(model, lambda step: data(S, task, S["batch"], n_len, base + step),
-                                _steps(S, task), lr=S["lr"], progress=bar)
-        acc = {}
-        for L_test in (n_len, int(1.5 * n_len) // 2 * 2):
-            xt, yt = data(S, task, S["n_test"], L_test, _test_seed(L_test, sd), "test")
-            acc[L_test] = universal.accuracy(model, xt, yt)
-        runs.append({"task": task, "kind": kind + (" (looped)" if looped else ""),
-                     "setting": setting, "seed": sd, "width": model.m,
-                     "acc_train_len": acc[n_len], "acc_longer": acc[max(acc)]})
-    bar.close()
-    return runs
+def embedding_run(task: str, kind: str, setting: str, sd: int, looped: bool, S: dict,
+                  progress=None) -> dict:
+    """One frozen (or fully trained) transformer: only the embedding (E and P) and U train in
+    the frozen ones. Test accuracy at the training length and at 1.5× it."""
+    n_len = S["dyck_len"] if task == "dyck" else S["hop_len"]
+    n_out = vocab = 2 if task == "dyck" else S["hop_vocab"]
+    model = universal.FrozenTransformer(kind, vocab, n_out, S["heads"], S["layers"], S["d"],
+                                        m=S["m"], looped=looped, seed=S["seed"] + sd,
+                                        **SETTING_KW[setting])
+    devices.attach(model, S["device"])
+    base = 10_000 * (1 + sd)
+    universal.train_program(model, lambda step: data(S, task, S["batch"], n_len, base + step),
+                            _steps(S, task), lr=S["lr"], progress=progress)
+    acc = {}
+    for L_test in (n_len, int(1.5 * n_len) // 2 * 2):
+        xt, yt = data(S, task, S["n_test"], L_test, _test_seed(L_test, sd), "test")
+        acc[L_test] = universal.accuracy(model, xt, yt)
+    return {"task": task, "kind": kind + (" (looped)" if looped else ""), "setting": setting,
+            "seed": sd, "width": model.m, "acc_train_len": acc[n_len],
+            "acc_longer": acc[max(acc)]}
 
 
-def study(S: dict) -> dict:
-    return {"construction": construction(S), "width_per_d": widths(),
-            "random_universality": random_universality(S), "runs": embedding_training(S),
-            "dyck_overlap": dyck_overlap(S)}
+# ------------------------------------------------------------------ the page
+
+
+def scale(S: dict) -> dict:
+    """The paper's scale beside this build's, for `pages.scale_box`."""
+    return {
+        "construction": ("Theorem 3.1, m = O(HLd)", "the book's own exact construction, "
+                         f"{len(SHAPES)} shapes, float64"),
+        "tasks": ("Dyck-1, k-hop induction (sizes not in the summary)",
+                  f"Dyck-1 length {S['dyck_len']}; k-hop length {S['hop_len']}, k = {S['hops']}, "
+                  f"vocabulary {S['hop_vocab']}"),
+        "models": ("not in the summary", f"H = {S['heads']}, L = {S['layers']}, d = {S['d']}, "
+                   f"random width m = {S['m']}"),
+        "training": ("not in the summary", f"{S['steps']} steps × {S['batch']} sequences, "
+                     f"Dyck-1 {S['seeds']} seed(s); k-hop {S['hop_steps']} steps, "
+                     f"{S['hop_seeds']} seed(s); random universality {S['ru_seeds']} seed(s)"),
+        "Dyck-1 test set": ("not in the summary", f"strings held out from training "
+                            f"({tasks.HOLDOUT:.0%} of all strings, by a fixed hash)")}
+
+
+def construction_table(F: dict):
+    return pd.DataFrame(F["construction"]).style.format(
+        {"max |UT − target|": "{:.1e}", "random program: max |UT − target|": "{:.2g}"})
+
+
+def dyck_examples(n: int = 6, length: int = 10) -> pd.DataFrame:
+    x, y = tasks.dyck(n, length, seed=1)
+    return pd.DataFrame({"Dyck-1 string": ["".join("()"[c] for c in r) for r in x.tolist()],
+                         "balanced": y.tolist()})
+
+
+def glue(F: dict, S: dict) -> dict:
+    """The numbers the prose quotes."""
+    best = {n: pd.DataFrame([r for r in v if not r["degenerate"]]).groupby("m")["rel_error"]
+            .mean().min() for n, v in F["random_universality"].items()}
+    hop = task_names(S)[-1]
+    ref = max(np.mean(_acc(F, hop, "trained", s)) for s in SETTING_KW)
+    return {"tol": f"{TOL:.0%}", "ref_min": f"{REF_MIN:.0%}",
+            "ru_best": "; ".join(f"{n}: {v:.3f}" for n, v in best.items()),
+            "hop_ref": f"{ref:.0%}", "hop": hop}
 
 
 # ------------------------------------------------------------------ claims

@@ -6,16 +6,22 @@ P4 (Shinde): modules in front of Q/K/V and a content skip around attention
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
 import torch
 from tqdm.std import tqdm
 
-from .. import corpora, models, preprojection, stats, timing, training
-from ..claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, all_of,
+from nlbudget import preprojection, timing, training
+from nlbudget.assets import corpora, models
+from nlbudget.book import pages
+from nlbudget.evaluation import bootstrap_cost, encode_items, eval_nll, last_word_eval, perplexity
+from nlbudget.verdicts import stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, Decision, all_of,
                       decided, effect, needs_seeds)
 
-KEY, STEM, PART = "06", "06_preprojection_probes", "IV"
-TITLE = "Pre-projection and content skip as frozen probes"
+KEY, STEM = "06", "06_preprojection_probes"
 SETTINGS = {
     "smoke": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="float32",
                   window=32, train_windows=16, eval_windows=4, lastword_items=8,
@@ -57,41 +63,54 @@ def lastword_items(S: dict, text) -> list[dict]:
                                          S["lastword_items"], seed=S["seed"])
 
 
-@timing.timed("run_model")
-def run_model(S, name, model, tok, train_w, eval_w, items, k, steps, batch, max_context) -> dict:
-    """Every variant trained and measured on one model (`preprojection.probe_study`), its setup,
-    and the decode time of the base and the wrapped model in its inference form."""
-    budget = preprojection.matched_budget(model, k)
-    enc = preprojection.encode_items(items, tok, max_context)
-    bar = tqdm(total=4 * steps, desc=f"{name}: probes", mininterval=30)
-    study = preprojection.probe_study(model, budget, train_w, eval_w, enc, steps, batch, S["lr"],
-                                      seed=S["seed"], n_boot=S["n_boot"], progress=bar,
-                                      ablation_windows=S["ablation_windows"])
-    bar.close()
-    setup = {"layers": len(preprojection.blocks(model)), "d": model.config.hidden_size, "k": k,
-             "lora_rank": budget.lora_rank, "window": train_w.shape[1],
-             "train_pool_windows": len(train_w), "eval_tokens": eval_w.numel(), "items": len(enc),
-             "steps": steps, "batch": batch, "seed": S["seed"],
-             "item_tokens_mean": float(np.mean([len(c) + len(t) for c, t in enc]))}
-    wrapped = preprojection.inference_form(preprojection.variant_model(model, MAIN, budget,
-                                                                       S["seed"]))
-    decode = {str(b): preprojection.decode_seconds({"base": model, MAIN: wrapped}, b, 32,
-                                                   S["decode_tokens"]) for b in (1, 8)}
-    return {"study": study, "setup": setup, "decode": decode}
+
+@dataclass
+class Run:
+    """One model the probes are trained on, with its windows, items and budget, and what every
+    variant is checked against: the frozen base's logits and K/V cache on two windows."""
+
+    name: str
+    model: object
+    tok: object
+    budget: preprojection.Budget
+    train: torch.Tensor
+    eval: torch.Tensor
+    items: list  # (context ids, target ids) per last-word item
+    steps: int
+    batch: int
+    S: dict
+    probe_ids: torch.Tensor
+    base_cache: list
+    base_logits: torch.Tensor
+    progress: object = None
+    train_log: dict | None = None  # the pair model's training record
 
 
-def study(S: dict) -> dict:
+def probe_run(S: dict, name: str, model, tok, budget: preprojection.Budget, train_w, eval_w,
+              encoded: list, steps: int, batch: int) -> Run:
+    """A `Run`: the base model's logits and K/V cache on two evaluation windows, for the
+    variants' step-0 and cache checks; a progress bar over the probes' training steps."""
+    probe_ids = eval_w[:2, : min(16, eval_w.shape[1])]
+    with torch.no_grad():
+        base_logits = model(input_ids=eval_w[:2]).logits
+    return Run(name, model, tok, budget, train_w, eval_w, encoded, steps, batch, S, probe_ids,
+               preprojection.cache_tensors(model, probe_ids), base_logits,
+               tqdm(total=4 * steps, desc=f"{name}: probes", mininterval=30))
+
+
+def runs(S: dict, text, items: list):
+    """Each pretrained model of the profile, then the pythia-style model of the matched pair
+    (trained by chapter 03, read from the cache), one at a time."""
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[S["dtype"]]
-    text = corpora.load(S["corpus"])
-    items = lastword_items(S, text)
-    out = {}
+    W = S["window"]
     for name in S["models"].split(","):
         model, tok = models.load(name, dtype=dtype, device=S["device"])
-        W = S["window"]
-        out[name] = run_model(
-            S, name, model, tok, corpora.token_windows(text.text("train"), tok, W, S["train_windows"]),
-            corpora.token_windows(text.text("validation"), tok, W, S["eval_windows"]), items,
-            S["k"], S["steps"], S["batch_size"], S["lastword_context"])
+        budget = preprojection.matched_budget(model, S["k"])
+        yield probe_run(S, name, model, tok, budget,
+                        corpora.token_windows(text.text("train"), tok, W, S["train_windows"]),
+                        corpora.token_windows(text.text("validation"), tok, W, S["eval_windows"]),
+                        encode_items(items, tok, S["lastword_context"]), S["steps"],
+                        S["batch_size"])
         del model
     tok = training.train_tokenizer(text, vocab_size=S["pair_vocab"])
     C = S["pair_context"]
@@ -100,16 +119,161 @@ def study(S: dict) -> dict:
     pair, log = training.train_or_load(cfg, text, tok, progress=bar, device=S["device"])
     bar.close()
     tr, va = training.encode(text, tok, "train"), training.encode(text, tok, "validation")
-    out[PAIR_NAME] = run_model(S, PAIR_NAME, pair, tok, tr[: len(tr) // C * C].view(-1, C),
-                               va[: S["pair_eval_windows"] * C].view(-1, C), items, S["pair_k"],
-                               S["pair_probe_steps"], S["pair_probe_batch"], C)
-    return {"studies": {m: r["study"] for m, r in out.items()},
-            "setup": {m: r["setup"] for m, r in out.items()},
-            "decode": {m: r["decode"] for m, r in out.items()},
-            "min_correct": MIN_CORRECT, "n_items": len(items),
+    run = probe_run(S, PAIR_NAME, pair, tok, preprojection.matched_budget(pair, S["pair_k"]),
+                    tr[: len(tr) // C * C].view(-1, C), va[: S["pair_eval_windows"] * C].view(-1, C),
+                    encode_items(items, tok, C), S["pair_probe_steps"], S["pair_probe_batch"])
+    run.train_log = {k: log[k] for k in ("tokens", "params")}
+    yield run
+
+
+@timing.timed("probe")
+def probe(run: Run, v: str) -> tuple[dict, tuple]:
+    """One variant on the frozen model: trained as a probe (the base is not), then its held-out
+    perplexity, last-word accuracy, K/V cache against the base's, and, with a skip, the skip's
+    use per layer (its ablation, layer by layer, for the paper's setting). Returns (record,
+    (per-token losses, per-item hits)) — the latter for the paired comparisons."""
+    S, seed = run.S, run.S["seed"]
+    m = preprojection.variant_model(run.model, v, run.budget, seed)
+    with torch.no_grad():
+        step0 = torch.equal(m(input_ids=run.eval[:2]).logits, run.base_logits)
+    losses = preprojection.train_probe(m, run.train, run.steps, run.batch, S["lr"], seed,
+                                       run.progress) if v != "base" else []
+    nll = eval_nll(m, run.eval, 8)
+    hit = last_word_eval(m, run.items, 8)["correct"].float()
+    cache = preprojection.cache_tensors(m, run.probe_ids)
+    check = preprojection.cached_vs_uncached(m, run.probe_ids,
+                                             reference=run.model if v != "base" else None)
+    out = {"trainable": preprojection.trainable(m), "sizes": run.budget.sizes(v),
+           "train_tokens": len(losses) * run.batch * run.train.shape[1],
+           "train_loss": losses, "step0_identical": step0,
+           "ppl": perplexity(nll), "accuracy": float(hit.mean()), "correct": int(hit.sum()),
+           "cache_identical": cache == run.base_cache, "cache_bytes": preprojection.cache_bytes(cache),
+           "base_cache_bytes": preprojection.cache_bytes(run.base_cache), "cache_check": check}
+    if preprojection.probes(m) and preprojection.probes(m)[0].skip is not None:
+        out["skip_use"] = preprojection.skip_use(m, run.eval, 8)
+        if v == "pre+skip":  # the paper's setting: use measured by ablation, layer by layer
+            out["skip_ablation"] = preprojection.skip_ablation(
+                m, run.eval[:S["ablation_windows"]], 8, S["n_boot"], seed)
+    return out, (nll, hit)
+
+
+def against_references(records: dict, kept: dict, S: dict) -> None:
+    """Every variant against the frozen base and against LoRA: relative perplexity and
+    accuracy changes with paired bootstrap intervals (windows, items), into `records`."""
+    n_boot, seed = S["n_boot"], S["seed"]
+    for ref in ("base", "lora"):
+        if ref not in kept:
+            continue
+        (nll0, hit0), r0 = kept[ref], records[ref]
+        for v, (nll, hit) in kept.items():
+            if v in ("base", ref):
+                continue
+            acc = records[v]["accuracy"]
+            records[v][f"vs_{ref}"] = {
+                "ppl_change": records[v]["ppl"] / r0["ppl"] - 1,
+                "ppl_ci": bootstrap_cost(nll0, nll, n_boot, seed),
+                # relative accuracy change: undefined (None) when the reference gets none right
+                "acc_change": acc / r0["accuracy"] - 1 if r0["accuracy"] else None,
+                "acc_ci": stats.bootstrap_paired(hit0, hit, "ratio", n_boot, seed),
+                "acc_diff": acc - r0["accuracy"],
+                "acc_diff_ci": stats.bootstrap_paired(hit0, hit, "diff", n_boot, seed)}
+
+
+def setup(run: Run) -> dict:
+    """What the results record of a run's scale."""
+    if run.progress is not None:
+        run.progress.close()
+    return {"layers": len(preprojection.blocks(run.model)), "d": run.model.config.hidden_size,
+            "k": run.budget.k, "lora_rank": run.budget.lora_rank, "window": run.train.shape[1],
+            "train_pool_windows": len(run.train), "eval_tokens": run.eval.numel(),
+            "items": len(run.items), "steps": run.steps, "batch": run.batch, "seed": run.S["seed"],
+            "item_tokens_mean": float(np.mean([len(c) + len(t) for c, t in run.items]))}
+
+
+@timing.timed("decode")
+def decode(run: Run) -> dict:
+    """Seconds per generated token of the base and the wrapped model in its inference form."""
+    S = run.S
+    wrapped = preprojection.inference_form(preprojection.variant_model(run.model, MAIN, run.budget,
+                                                                       S["seed"]))
+    return {str(b): preprojection.decode_seconds({"base": run.model, MAIN: wrapped}, b, 32,
+                                                 S["decode_tokens"]) for b in (1, 8)}
+
+
+def items_record(items: list) -> dict:
+    return {"min_correct": MIN_CORRECT, "n_items": len(items),
             "items": [{"context_tail": it["context"][-160:], "target": it["target"]}
-                      for it in items[:5]],
-            "pair_train_log": {k: log[k] for k in ("tokens", "params")}}
+                      for it in items[:5]]}
+
+
+# ------------------------------------------------------------------ the page
+
+
+def scale(S: dict) -> dict:
+    """The paper's scale beside this build's, for `pages.scale_box`."""
+    return {
+        "models": ("Pythia-160M, Pythia-410M", f"{S['models']} (de-quantized Q4_1, {S['dtype']}); "
+                   "the Pythia-style model trained in chapter 03"),
+        "module sizes": ("not in the summary", f"k = {S['k']} (SmolLM2), {S['pair_k']} "
+                         "(Pythia-style)"),
+        "training": ("not in the summary", f"{S['steps']} steps × {S['batch_size']} × "
+                     f"{S['window']} tokens (SmolLM2); {S['pair_probe_steps']} × "
+                     f"{S['pair_probe_batch']} × {S['pair_context']} (Pythia-style); 1 seed"),
+        "baseline": ("the frozen base", "LoRA at the same trainable budget, and the frozen base"),
+        "last-word items": ("LAMBADA test set (5,153)", f"{S['lastword_items']} items from "
+                            f"{S['lastword']}")}
+
+
+def comparison_table(F: dict) -> pd.DataFrame:
+    """Each variant: trainable parameters, perplexity and last-word accuracy, against the base
+    and against LoRA with paired intervals."""
+    rows = []
+    for m, st in F["studies"].items():
+        for v, r in st.items():
+            vb, vl = r.get("vs_base"), r.get("vs_lora")
+            ci = vl["acc_diff_ci"] if vl else (None, None)
+            rows.append({
+                "model": m, "variant": v, "trainable": f"{r['trainable']:,}",
+                "PPL": f"{r['ppl']:.2f}",
+                "PPL vs base": f"{pages.pct(vb['ppl_change'])} {pages.interval(*vb['ppl_ci'])}"
+                if vb else "",
+                "PPL vs LoRA": f"{pages.pct(vl['ppl_change'])} {pages.interval(*vl['ppl_ci'])}"
+                if vl else "",
+                "last-word acc.": f"{r['accuracy']:.1%} ({r['correct']}/{F['n_items']})",
+                "acc. vs LoRA (pp)": f"{100 * vl['acc_diff']:+.1f} [{100 * ci[0]:+.1f}, "
+                f"{100 * ci[1]:+.1f}]" if ci[0] is not None else ""})
+    return pd.DataFrame(rows).set_index(["model", "variant"])
+
+
+def cache_table(F: dict):
+    return pd.DataFrame([{
+        "model": m, "variant": v, "cache bytes": r["cache_check"]["bytes"],
+        "cached vs uncached (rel.)": r["cache_check"]["max_abs"] / r["cache_check"]["scale"],
+        "control: vs base model (rel.)": r["cache_check"].get("reference_max_abs", np.nan)
+        / r["cache_check"]["scale"]}
+        for m, st in F["studies"].items() for v, r in st.items()]
+    ).set_index(["model", "variant"]).style.format(
+        {"cached vs uncached (rel.)": "{:.1e}", "control: vs base model (rel.)": "{:.1e}"})
+
+
+def decode_table(F: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"model": m, "batch": b, "base ms/token": 1e3 * t["base"],
+                          "pre+skip ms/token": 1e3 * t["pre+skip"],
+                          "overhead": f"{t['pre+skip'] / t['base'] - 1:+.1%}"}
+                         for m, dm in F["decode"].items() for b, t in dm.items()]
+                        ).set_index(["model", "batch"]).round(2)
+
+
+def glue(F: dict) -> dict:
+    """The numbers the prose quotes."""
+    st = F["studies"][next(iter(F["studies"]))]
+    vb, vl = st["pre+skip"]["vs_base"], st["pre+skip"]["vs_lora"]
+    gates = [u["gate"] for u in st["pre+skip"]["skip_use"]]
+    return {"min_correct": str(MIN_CORRECT), "smol_vs_base": pages.pct(vb["ppl_change"]),
+            "smol_lora_vs_base": pages.pct(st["lora"]["vs_base"]["ppl_change"]),
+            "smol_vs_lora": f"{pages.pct(vl['ppl_change'])} {pages.interval(*vl['ppl_ci'])}",
+            "gate_range": f"{min(gates):.3f}–{max(gates):.3f}",
+            "train_tokens": f"{st['pre+skip']['train_tokens']:,}"}
 
 
 # ------------------------------------------------------------------ claims

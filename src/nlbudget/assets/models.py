@@ -24,8 +24,10 @@ from urllib.parse import urlparse
 
 import torch
 
-from . import devices, paths, timing
-from .assets import AssetUnavailable, pip_download, sha256, verify
+from nlbudget.assets import devices
+from nlbudget import paths, timing
+from nlbudget.assets.downloads import pip_download, sha256, verify
+from nlbudget.errors import AssetUnavailable
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Intervals the verdicts use: over seeds (Student t, Welch, paired t — scipy's), over evaluation
-windows or items (percentile and paired bootstrap), and for correlations (Fisher z, scipy's).
-Each returns (estimate, lo, hi) or (lo, hi) as its docstring says; `nan` where undefined."""
+windows or items (percentile and paired bootstrap), for correlations (Fisher z, scipy's), for a
+gate's AUC with windows resampled as groups (`bootstrap_auc`, `bootstrap_auc_diff`), and the
+Bonferroni level of a family of intervals (`bonferroni`). Each returns (estimate, lo, hi) or (lo, hi) as its docstring says; `nan` where undefined."""
 
 from __future__ import annotations
 
@@ -110,3 +111,81 @@ def n_to_resolve(sd: float, diff: float, level: float = 0.95) -> int | None:
         return None
     zq = _st.norm.ppf((1 + level) / 2)
     return int(math.ceil((zq * sd / abs(diff)) ** 2)) + 1
+
+
+def bonferroni(n: int, alpha: float = 0.05) -> float:
+    """The per-interval confidence level that keeps a family of `n` intervals at 1 − alpha
+    (e.g. one interval per layer, for a claim about "any layer")."""
+    return 1 - alpha / max(1, n)
+
+
+# --- the AUC of a gate, with tokens grouped by window ------------------------------------
+
+def auc(scores, labels) -> float:
+    """Area under the ROC curve: P(score of a positive > score of a negative), ties ½."""
+    return bootstrap_auc(scores, labels, n_boot=0)[0]
+
+
+def _pair_matrix(s, y, g, n_groups):
+    """M[a, b] = Σ over positives i in group a and negatives j in group b of
+    1[s_i > s_j] + ½·1[s_i = s_j]: the AUC numerator, split by pairs of groups."""
+    M = np.zeros((n_groups, n_groups))
+    pos_s, pos_g = s[y], g[y]
+    for b in range(n_groups):
+        neg = np.sort(s[~y & (g == b)])
+        lo = np.searchsorted(neg, pos_s, "left")
+        hi = np.searchsorted(neg, pos_s, "right")
+        M[:, b] = np.bincount(pos_g, weights=lo + 0.5 * (hi - lo), minlength=n_groups)
+    return M
+
+
+def _auc_terms(scores, y, g, G):
+    """The AUC numerator by pairs of groups, and positives and negatives per group."""
+    M = _pair_matrix(np.asarray(scores, dtype=np.float64).ravel(), y, g, G)
+    return M, np.bincount(g, weights=y.astype(float), minlength=G), \
+        np.bincount(g, weights=(~y).astype(float), minlength=G)
+
+
+def _resampled_groups(n_boot: int, G: int, seed: int) -> np.ndarray:
+    """(n_boot, G): how often each group is drawn in each bootstrap resample."""
+    rng = np.random.default_rng(seed)
+    return np.stack([np.bincount(d, minlength=G)
+                     for d in rng.integers(0, G, size=(n_boot, G))]).astype(float)
+
+
+def bootstrap_auc(scores, labels, groups=None, n_boot: int = 1000, seed: int = 0,
+                  level: float = 0.95):
+    """AUC and a percentile interval, resampling `groups` (e.g. the window of each token:
+    tokens of one window are not independent) with replacement; with a group drawn c times,
+    each of its pairs counts c·c' times. Returns (auc, lo, hi); lo = hi = nan if n_boot = 0."""
+    y = np.asarray(labels).astype(bool).ravel()
+    g = (np.zeros(len(y), dtype=int) if groups is None
+         else np.unique(np.asarray(groups).ravel(), return_inverse=True)[1])
+    G = int(g.max()) + 1
+    M, P, N = _auc_terms(scores, y, g, G)
+    point = float(M.sum() / (P.sum() * N.sum()))
+    if n_boot == 0:
+        return point, float("nan"), float("nan")
+    if groups is None:
+        raise ValueError("a bootstrap interval needs groups (e.g. the window of each token)")
+    c = _resampled_groups(n_boot, G, seed)
+    boot = ((c @ M) * c).sum(1) / ((c @ P) * (c @ N))
+    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return point, float(lo), float(hi)
+
+
+def bootstrap_auc_diff(scores_a, scores_b, labels, groups, n_boot: int = 1000, seed: int = 0,
+                       level: float = 0.95):
+    """AUC(a) − AUC(b) of two gates scored on the same tokens, with a percentile interval from
+    resampling `groups` (windows) — the same resample for both, so the interval is paired.
+    Returns (diff, lo, hi)."""
+    y = np.asarray(labels).astype(bool).ravel()
+    g = np.unique(np.asarray(groups).ravel(), return_inverse=True)[1]
+    G = int(g.max()) + 1
+    Ma, P, N = _auc_terms(scores_a, y, g, G)
+    Mb, _, _ = _auc_terms(scores_b, y, g, G)
+    point = float((Ma.sum() - Mb.sum()) / (P.sum() * N.sum()))
+    c = _resampled_groups(n_boot, G, seed)
+    boot = (((c @ Ma) * c).sum(1) - ((c @ Mb) * c).sum(1)) / ((c @ P) * (c @ N))
+    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return point, float(lo), float(hi)

@@ -15,14 +15,14 @@ import re
 import torch
 from torch import nn
 
+from nlbudget.errors import ParameterError
+
 CHOICES = ("auto", "cpu", "cuda", "cuda:N")
 
 
 def resolve(name: str) -> str:
     """The device a `device` parameter names: `auto` → `cuda` when CUDA is available, else
-    `cpu`. Raises `profiles.ParameterError` for anything else, or for CUDA where there is none."""
-    from .profiles import ParameterError
-
+    `cpu`. Raises `ParameterError` for anything else, or for CUDA where there is none."""
     if not isinstance(name, str) or not (name in ("auto", "cpu", "cuda")
                                          or re.fullmatch(r"cuda:\d+", name)):
         raise ParameterError(f"device={name!r} is not valid; valid: {', '.join(CHOICES)}")

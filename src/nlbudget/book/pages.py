@@ -7,7 +7,7 @@ import inspect
 
 import pandas as pd
 
-from . import results
+from nlbudget.verdicts import results
 
 
 def claims_table(doc: dict) -> pd.DataFrame:
@@ -71,3 +71,11 @@ def interval(lo, hi, digits: int = 1) -> str:
     if lo is None or hi is None:
         return "[n/a]"
     return f"[{100 * lo:+.{digits}f}, {100 * hi:+.{digits}f}] %"
+
+
+def mixture_table(mixture: dict) -> pd.DataFrame:
+    """The ranges of windows dealt from one mixture of documents (`corpora.describe`): how many
+    windows and paragraphs each holds, and the first words of one."""
+    return pd.DataFrame({k: {"windows": v["windows"], "paragraphs": len(v["paragraphs"]),
+                             "first words of one": v["sample"][0]}
+                         for k, v in mixture.items()}).T

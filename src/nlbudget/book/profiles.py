@@ -3,15 +3,23 @@
 `smoke` takes seconds (tests), `ci` is the default book build (minutes on 2 CPU cores),
 `paper` uses the papers' models and corpora (GPU and Hugging Face hub). Each chapter's
 settings per profile live in its chapter module (`nlbudget.chapters`).
-Every notebook's `parameters` cell holds `profile`, `seed`, `results_dir`, `device` (`auto`:
-CUDA when present; see `devices`) and optional overrides of its chapter's settings (`None` =
-the profile's value); the next cell calls `validate`, which fails at once, naming the valid
-choices.
+Every notebook's `parameters` cell holds `profile`, `seed`, `results_dir` and `device` (`auto`:
+CUDA when present; see `devices`) and nothing else: the chapter's settings are written once, in
+its module's `SETTINGS`. Any of them is overridden with papermill's `-p name value` (or
+`nlbudget run -p name=value`); the next cell, `S = profiles.from_notebook("NN", globals())`,
+reads the parameters and the overrides papermill injected and validates them, failing at once
+and naming the valid choices.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from nlbudget import chapters, paths
+from nlbudget.assets.devices import resolve
+from nlbudget.errors import ParameterError
 
 PROFILES = ("smoke", "ci", "paper")
 RUN_PARAMETERS = ("profile", "seed", "results_dir", "device")
@@ -25,42 +33,35 @@ CHOICES = {"dtype": ("bfloat16", "float32"),
 #: Dtypes no chapter computes in on a CPU (`validate` refuses them there; a GPU may use them).
 CPU_SLOW_DTYPES = ("bfloat16",)
 
-#: Settings that hold a comma-separated list of choices (the gate kinds come from `gating`).
-LIST_CHOICES: dict[str, tuple] = {}
-
-
-class ParameterError(ValueError):
-    """A bad notebook parameter; the message names what is valid."""
-
 
 @dataclass(frozen=True)
 class Chapter:
+    """A chapter, named by its module `nlbudget.chapters.chNN_<stem>`; the module (its settings,
+    study and claims, and with them torch) is imported only when asked for."""
+
     key: str  # "01"
-    stem: str  # "01_gated_mlp_symmetry", also the results file name
-    part: str  # "I" .. "IV"
-    title: str
-    settings: dict[str, dict] = field(default_factory=dict)  # profile -> settings
-    module: str = ""  # the chapter module: its settings, study and claims
+    stem: str  # "01_gated_mlp_symmetry", also the notebook's and the results file's name
+    module: str  # "nlbudget.chapters.ch01_gated_mlp_symmetry"
 
     def load(self):
-        """The chapter module (`nlbudget.chapters.chNN_*`)."""
-        import importlib
-
+        """The chapter module."""
         return importlib.import_module(self.module)
 
+    @property
+    def settings(self) -> dict[str, dict]:
+        """profile -> settings: the chapter module's `SETTINGS`, the only list of them."""
+        return self.load().SETTINGS
 
-def _chapters() -> dict[str, Chapter]:
-    from . import chapters
-    from .gating import GATE_KINDS
-
-    LIST_CHOICES["gates"] = GATE_KINDS
-    return {m.KEY: Chapter(m.KEY, m.STEM, m.PART, m.TITLE, m.SETTINGS, m.__name__)
-            for m in chapters.MODULES}
+    @property
+    def list_choices(self) -> dict[str, tuple]:
+        """Settings that hold a comma-separated list of choices (`LIST_CHOICES` of the module)."""
+        return getattr(self.load(), "LIST_CHOICES", {})
 
 
-#: The chapters in reading order; each one's settings, study and claims live in its module
-#: `nlbudget.chapters.chNN_<stem>`.
-CHAPTERS: dict[str, Chapter] = _chapters()
+#: The chapters in reading order (`nlbudget.chapters.MODULES`), without importing them.
+CHAPTERS: dict[str, Chapter] = {
+    name[2:4]: Chapter(name[2:4], name[2:], f"{chapters.__name__}.{name}")
+    for name in chapters.MODULES}
 
 
 def chapter(key: str) -> Chapter:
@@ -71,6 +72,21 @@ def chapter(key: str) -> Chapter:
             return c
     valid = ", ".join(f"{c.key} ({c.stem})" for c in CHAPTERS.values())
     raise ParameterError(f"unknown chapter {key!r}; valid chapters: {valid}")
+
+
+def notebook_path(key: str) -> Path:
+    """Chapter `key`'s notebook (`notebooks/<stem>.ipynb`)."""
+    ch = chapter(key)
+    p = paths.shipped() / "notebooks" / f"{ch.stem}.ipynb"
+    if not p.is_file():
+        raise ParameterError(f"chapter {ch.stem} has no notebook at {p}")
+    return p
+
+
+def available_chapters() -> list[str]:
+    """Keys of the chapters whose notebook exists, in book order."""
+    nb = paths.shipped() / "notebooks"
+    return [k for k, c in CHAPTERS.items() if (nb / f"{c.stem}.ipynb").is_file()]
 
 
 def _check_type(name: str, value, default):
@@ -119,16 +135,14 @@ def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | No
         if name in CHOICES and value not in CHOICES[name]:
             raise ParameterError(f"parameter {name}={value!r} is not valid; valid: "
                                  f"{', '.join(CHOICES[name])}")
-        if name in LIST_CHOICES:
+        if name in ch.list_choices:
             items = value.split(",")
-            bad = [v for v in items if v not in LIST_CHOICES[name]]
+            bad = [v for v in items if v not in ch.list_choices[name]]
             if bad or "linear" not in items or len(set(items)) != len(items):
                 raise ParameterError(
                     f"parameter {name}={value!r} is not valid: a comma-separated list, without "
-                    f"repeats, including 'linear', of: {', '.join(LIST_CHOICES[name])}")
+                    f"repeats, including 'linear', of: {', '.join(ch.list_choices[name])}")
         settings[name] = value
-    from .devices import resolve
-
     dev = resolve(device)
     if settings.get("dtype") in CPU_SLOW_DTYPES and not dev.startswith("cuda"):
         raise ParameterError(
@@ -137,6 +151,28 @@ def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | No
             f"(benchmarks/cpu.py); use dtype='float32' on the CPU (bfloat16 is allowed with "
             f"device='cuda')")
     return {"chapter": ch.stem, "profile": profile, "seed": seed, "device": dev, **settings}
+
+
+#: Names IPython defines in every kernel; none of them is a parameter.
+_KERNEL_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def from_notebook(key: str, namespace: dict) -> dict:
+    """`validate` for the cell after a notebook's parameters: the run parameters and every
+    override papermill injected, read from the notebook's namespace (`globals()`). It runs
+    before the notebook defines a variable of its own, so on the first run every public,
+    non-module, non-callable name there is a parameter, and an unknown one fails, naming the
+    valid ones. Run again in the same kernel (a reader's "run all"), the notebook's own
+    variables are there too: then only the run parameters and the chapter's settings count."""
+    given = {k: v for k, v in namespace.items()
+             if not k.startswith("_") and k not in _KERNEL_NAMES
+             and not callable(v) and type(v).__name__ != "module"}
+    if "_nlbudget_parameters" in namespace:  # a rerun: the notebook's variables are not ours
+        settings = set(chapter(key).settings["ci"])
+        given = {k: v for k, v in given.items() if k in RUN_PARAMETERS or k in settings}
+    namespace["_nlbudget_parameters"] = sorted(given)
+    run = {k: given.pop(k) for k in RUN_PARAMETERS if k in given}
+    return validate(key, **run, **given)
 
 
 def parse_seed(text: str) -> int:

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from . import paths, timing
-from .assets import AssetUnavailable, pip_download, verify
-from .results import atomic_write_text
+from nlbudget import paths, timing
+from nlbudget.assets.downloads import pip_download, verify
+from nlbudget.assets.models import hub_reachable
+from nlbudget.errors import AssetUnavailable
+from nlbudget.verdicts.results import atomic_write_text
 
 SPLITS = ("train", "validation", "test")
 SPLIT_FRACTIONS = (0.90, 0.05, 0.05)
@@ -248,7 +250,7 @@ HUB_CORPORA = {
 def hub_mirror(name: str) -> Path | None:
     """A local copy of a hub corpus saved with `datasets`' `save_to_disk` under
     `$NLBUDGET_HUB_DATASETS/<repo>/<config>` (copied from a machine with the hub, or a
-    stand-in: `nlbudget.standins`), if there is one."""
+    stand-in: `nlbudget.assets.standins`), if there is one."""
     root = os.environ.get("NLBUDGET_HUB_DATASETS")
     if not root:
         return None
@@ -260,8 +262,6 @@ def hub_mirror(name: str) -> Path | None:
 def load_hub(name: str) -> Corpus:
     """WikiText-103 or LAMBADA through `datasets` (the papers' corpora): a local mirror
     (`hub_mirror`) first, else the hub. Fails within seconds when neither can be had."""
-    from .models import hub_reachable
-
     repo, config, licence = HUB_CORPORA[name]
     mirror = hub_mirror(name)
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "")  # datasets' own cache

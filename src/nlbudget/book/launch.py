@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import paths
+from nlbudget import paths
 
 #: The tag that hides the install cell on the page (it runs, but readers do not see it).
 TAG = "remove-cell"
@@ -87,7 +87,7 @@ def config_text(base: str, url: str | None) -> str:
         return base
     return base.rstrip("\n") + f"""
 
-# Added at staging time from pyproject.toml's Repository URL (`nlbudget.launch`).
+# Added at staging time from pyproject.toml's Repository URL (`nlbudget.book.launch`).
 repository:
   url: {url}
   path_to_book: ""

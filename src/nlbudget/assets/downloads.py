@@ -14,9 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-
-class AssetUnavailable(RuntimeError):
-    """An asset is neither cached nor fetchable; the message says how to get it."""
+from nlbudget.errors import AssetUnavailable
 
 
 def sha256(path: Path) -> str:

@@ -9,20 +9,39 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from . import exercises, incremental, launch, machine, paths, profiles, results, runner
+from nlbudget import paths
+from nlbudget.assets import machine
+from nlbudget.book import exercises, launch, plan, profiles, runner
+from nlbudget.book.plan import Plan
+from nlbudget.verdicts import results
 
-PART_TITLES = {
-    "I": "Part I — Gated MLPs as symmetry-broken bilinear attention",
-    "II": "Part II — Linear surrogates and adaptive gating",
-    "III": "Part III — Fixed universal transformers",
-    "IV": "Part IV — Position-agnostic pre-projection",
-}
+def _toc() -> str:
+    return (paths.repo_root() / "book" / "_toc.yml").read_text(encoding="utf-8")
+
+
+def part_titles() -> dict[str, str]:
+    """{"I": "Part I — …", …}: the parts' captions in `book/_toc.yml`, the one place they are
+    written (read line by line: `caption: Part N — …`)."""
+    return {m.group(2): m.group(1).strip()
+            for m in re.finditer(r"^\s*-?\s*caption:\s*(Part ([IVX]+) —.*)$", _toc(), re.M)}
+
+
+def chapter_parts() -> dict[str, str]:
+    """{chapter stem: its part ("I" … "IV")}, from where `book/_toc.yml` lists it."""
+    out, part = {}, None
+    for line in _toc().splitlines():
+        if m := re.match(r"^\s*-?\s*caption:\s*(?:Part ([IVX]+) —)?", line):
+            part = m.group(1)
+        elif (m := re.match(r"^\s*-\s*file:\s*notebooks/(\d\d_\w+)\s*$", line)) and part:
+            out[m.group(1)] = part
+    return out
 
 
 KIND_TITLES = {"paper": "claims of the papers", "derivation": "derivations (steps of a "
@@ -92,7 +111,7 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
         lines += [f"```{{figure}} {figure}", ":name: ledger-overview", "",
                   "Claims by part and kind, coloured by verdict.", "```", ""]
     lines += ["## Counts", "", counts_markdown(rows), ""]
-    for part, title in PART_TITLES.items():
+    for part, title in part_titles().items():
         part_rows = [r for r in rows if r["part"] == part]
         if not part_rows:
             continue
@@ -137,7 +156,7 @@ def timings_markdown(profile: str, results_dir: Path | None = None,
     lines = [f"| chapter | minutes at `{profile}` | where the time goes (longest phases, s) |",
              "|---|---:|---|"]
     total, cpus_seen = 0.0, []
-    for key in incremental.run_order():
+    for key in plan.run_order():
         stem = profiles.chapter(key).stem
         try:
             doc = results.read(stem, profile, results_dir)
@@ -151,7 +170,7 @@ def timings_markdown(profile: str, results_dir: Path | None = None,
         phases = sorted(((v, k) for k, v in t["phases"].items() if "/" not in k), reverse=True)
         lines.append(f"| {stem} | {t['total_s'] / 60:.1f} | "
                      + ", ".join(f"`{k}` {v:.0f}" for v, k in phases[:top]) + " |")
-    light = ", ".join(k for k in incremental.run_order() if incremental.threads(k))
+    light = ", ".join(k for k in plan.run_order() if plan.threads(k))
     lines.append(f"| **all chapters** | **{total / 60:.1f}** | the sum; the build runs the "
                  f"one-thread chapters ({light}) side by side, so it takes less |")
     cpus = sorted({machine.describe(c) for c in cpus_seen})
@@ -219,44 +238,38 @@ def _sync(files: dict[str, bytes], site: Path) -> list[str]:
     return changed
 
 
-def stage(profile: str, build_dir: Path | None = None,
-          results_dir: Path | None = None) -> tuple[Path, list[str]]:
+def stage(p: Plan) -> tuple[Path, list[str]]:
     """Stage the book's sources in `<build>/<profile>/site/`: the pages of `book/`, the
     executed chapters under `notebooks/` and their exercises under `notebooks/exercises/`,
-    the generated ledger page and its figure.
+    the generated ledger page and its figure, the timings and the course plan.
     Returns the folder and the staged files that changed since the last staging."""
+    profile, build_dir, results_dir = p.profile, p.build_dir, p.results_dir
     build = Path(build_dir or paths.build_dir()) / profile
     site = build / "site"
     files: dict[str, bytes] = {}
     src = paths.repo_root() / "book"
-    for p in sorted(src.rglob("*")):
-        rel = p.relative_to(src).as_posix()
-        if p.is_file() and not rel.startswith(("_build/", ".ipynb_checkpoints")):
-            files[rel] = p.read_bytes()
+    for f in sorted(src.rglob("*")):
+        rel = f.relative_to(src).as_posix()
+        if f.is_file() and not rel.startswith(("_build/", ".ipynb_checkpoints")):
+            files[rel] = f.read_bytes()
     # the repository and launch buttons, only where the repository's URL is set
     files["_config.yml"] = launch.config_text(files["_config.yml"].decode(),
                                               launch.repository_url()).encode()
-    for key in runner.available_chapters():
-        stem = profiles.chapter(key).stem
-        executed = build / "chapters" / f"{stem}.ipynb"
-        if not executed.is_file():
-            raise FileNotFoundError(f"chapter {stem} has not been executed at profile {profile!r} "
-                                    f"({executed}); run `nlbudget run {key} --profile {profile}`")
-        files[f"notebooks/{executed.name}"] = executed.read_bytes()
-    for key in exercises.available():
-        executed = exercises.executed(key, profile, build_dir)
-        if not executed.is_file():
-            raise FileNotFoundError(f"the exercises of chapter {key} have not been executed at "
-                                    f"profile {profile!r} ({executed}); run `nlbudget book`")
-        files[f"notebooks/exercises/{executed.name}"] = executed.read_bytes()
+    for step in p.chapters + p.exercises:
+        if not step.executed.is_file():
+            what = "chapter" if step.kind == "chapter" else "the exercises of chapter"
+            raise FileNotFoundError(f"{what} {step.stem} has not been executed at profile "
+                                    f"{profile!r} ({step.executed}); run `nlbudget book`")
+        folder = "notebooks" if step.kind == "chapter" else "notebooks/exercises"
+        files[f"{folder}/{step.executed.name}"] = step.executed.read_bytes()
     import matplotlib
 
-    matplotlib.use("Agg")
-    from . import plots
+    matplotlib.use("Agg")  # before pyplot loads (through `plots`): the ledger figure is a file
+    from nlbudget.book import plots  # cost: matplotlib's pyplot, only for this figure
 
     plots.use_style()
     rows = results.ledger(profile, results_dir)
-    fig = plots.ledger_overview(rows, PART_TITLES)
+    fig = plots.ledger_overview(rows, part_titles())
     buf = io.BytesIO()
     # no timestamp in the PNG, so an unchanged ledger stages an unchanged file
     fig.savefig(buf, format="png", metadata={"Software": None})
@@ -270,31 +283,31 @@ def stage(profile: str, build_dir: Path | None = None,
 
 def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
           results_dir: Path | None = None, seed: int = 0, force: bool = False,
-          log=incremental.say) -> Path:
-    """Run the chapters that are not fresh (every chapter with `force`; none with
-    `run=False`), then their exercise notebooks that are not fresh, stage, and build the HTML
-    book with warnings as errors — incrementally: Sphinx rereads only the pages whose staged
-    source changed, and nothing at all when no page changed. Returns the path of `index.html`."""
-    took = {}
-    if run:
-        t = time.perf_counter()
-        ran = incremental.run_chapters(profile, seed, results_dir, build_dir, force=force, log=log)
-        took["chapters_s"] = time.perf_counter() - t
-        took["chapters_ran"] = sorted(k for k, v in ran.items() if v == "ran")
-        t = time.perf_counter()
-        ex = exercises.run_all(profile, results_dir, build_dir, force=force, log=log)
-        took["exercises_s"] = time.perf_counter() - t
-        took["exercises_ran"] = sorted(k for k, v in ex.items() if v == "ran")
-    site, changed = stage(profile, build_dir, results_dir)
+          log=plan.say) -> Path:
+    """The book, in one direction: plan (what is stale, in what order) → run it (none with
+    `run=False`, every chapter with `force`) → stage the sources → render the HTML with warnings
+    as errors, incrementally (Sphinx rereads only the pages whose staged source changed, and
+    nothing at all when no page changed). Returns the path of `index.html`."""
+    p = plan.make(profile, seed, results_dir, build_dir, force)
+    took = runner.run_plan(p, log) if run else {}
+    site, changed = stage(p)
+    return render(p, site, changed, took, log)
+
+
+def render(p: Plan, site: Path, changed: list[str], took: dict, log=plan.say) -> Path:
+    """`jupyter-book build` of the staged `site` (kept as it is when no page changed)."""
     index = site / "_build" / "html" / "index.html"
-    if not changed and index.is_file() and not force:
+    took = {k: v for k, v in took.items() if k.endswith("_s")} | {
+        f"{kind}_ran": sorted(k for k, v in took.get(kind, {}).items() if v == "ran")
+        for kind in ("chapters", "exercises") if kind in took}
+    if not changed and index.is_file() and not p.force:
         log("[nlbudget] book: no page changed, HTML kept")
-        _record_build(profile, build_dir, took)
+        _record_build(p.profile, p.build_dir, took)
         return index
     t = time.perf_counter()
     log(f"[nlbudget] book: building HTML ({len(changed) if changed else 'all'} "
         f"changed source file(s))")
-    if force:
+    if p.force:
         shutil.rmtree(site / "_build", ignore_errors=True)
     jb = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(site), "--builder", "html",
@@ -306,7 +319,7 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
                            f"{r.stdout[-6000:]}\n{r.stderr[-6000:]}")
     took["html_s"] = time.perf_counter() - t
     log(f"[nlbudget] book: HTML built in {took['html_s']:.0f} s")
-    _record_build(profile, build_dir, took)
+    _record_build(p.profile, p.build_dir, took)
     return index
 
 

@@ -1,18 +1,22 @@
-"""Shared matplotlib style and the book's recurring plots."""
+"""The book's style (plots and tables) and its recurring plots."""
 
 from __future__ import annotations
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 #: One colour per activation / model, the same on every page.
 COLORS = {"relu": "#1b6ca8", "gelu": "#d1495b", "silu": "#edae49", "linear": "#66a182",
           "symmetric": "#444444"}
 
 
-def use_style() -> None:
-    """The book's plot style: readable at page width, light grid, no top/right spines."""
+def use_style(precision: int = 3) -> None:
+    """The book's style: plots readable at page width, light grid, no top/right spines; tables
+    with whole cells and `precision` digits."""
+    pd.set_option("display.max_colwidth", None)
+    pd.set_option("display.precision", precision)
     mpl.rcParams.update({
         "figure.figsize": (7.0, 3.6), "figure.dpi": 110, "savefig.dpi": 150,
         "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
@@ -179,7 +183,7 @@ def gate_costs(per_layer: list, title: str = ""):
     return fig
 
 
-def routing_curves(rows: list, max_cost: float = 0.01):
+def routing_curves(rows: list, max_cost: float = 0.01, title: str = ""):
     """Cost against the share routed linear as the gate's threshold moves, one line per
     layer; the other gate kinds at threshold ½ as markers."""
     fig, ax = plt.subplots(figsize=(7.5, 4))
@@ -198,6 +202,7 @@ def routing_curves(rows: list, max_cost: float = 0.01):
     _percent_axis(ax, "x")
     ax.set_xlabel("share of tokens routed to the linear surrogate")
     ax.set_ylabel("perplexity change")
+    ax.set_title(title)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     return fig
@@ -394,3 +399,61 @@ def ledger_overview(rows: list[dict], parts: dict, kinds=("paper", "derivation",
     ax.legend(ncol=5, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout()
     return fig
+
+
+def skip_ablation(studies: dict):
+    """Per layer (relative depth): the perplexity change when that layer's skip alone is off,
+    with its interval, one line per model (the pre+skip variant)."""
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    for m, st in studies.items():
+        abl = st["pre+skip"]["skip_ablation"]
+        c = np.array([u["ppl_change"] for u in abl])
+        ci = np.array([u["ci"] for u in abl])
+        ax.errorbar([u["layer"] / max(1, len(abl) - 1) for u in abl], c,
+                    yerr=[c - ci[:, 0], ci[:, 1] - c], fmt="o-", ms=3, capsize=2, label=m)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel("relative depth")
+    ax.set_ylabel("PPL change, this layer's skip off")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def construction_widths(width_per_d: dict, max_L: int = 8):
+    """The construction's width m/d against depth, per number of heads, beside H·L (the
+    theorem's O(HLd)) and H^(L/2) (the matching lower bound's growth)."""
+    Ls = list(range(1, max_L + 1))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for i, (H, w) in enumerate(width_per_d.items()):
+        H = int(H)
+        ax.semilogy(Ls, w, "o-", color=f"C{i}", label=f"ours, H = {H}")
+        ax.semilogy(Ls, [H * L for L in Ls], ":", color=f"C{i}", label="H·L (paper: O(HLd))")
+        if H >= 2:
+            ax.semilogy(Ls, [H ** (L / 2) for L in Ls], "--", color=f"C{i}", lw=0.8,
+                        label="H^(L/2) (lower bound, matching)")
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("UT width m / d")
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def random_universality(runs: dict):
+    """Held-out relative error of a Gaussian UT's searched program against its width (mean over
+    seeds), the context-free predictor's error, and the degenerate UT's."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for i, (name, pts) in enumerate(runs.items()):
+        ok = pd.DataFrame([p for p in pts if not p["degenerate"]]).groupby("m").mean(
+            numeric_only=True)
+        ax.loglog(ok.index, ok["rel_error"], "o-", color=f"C{i}", label=f"{name} (mean over seeds)")
+        ax.axhline(ok["rel_error_token_position"].mean(), color=f"C{i}", ls=":", lw=1,
+                   label=f"{name}, context-free predictor")
+        bad = [p for p in pts if p["degenerate"]]
+        ax.plot([p["m"] for p in bad], [p["rel_error"] for p in bad], "x", ms=10, color=f"C{i}",
+                label=f"{name}, degenerate UT")
+    ax.set_xlabel("width m of the Gaussian UT")
+    ax.set_ylabel("held-out relative error")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+

@@ -18,9 +18,10 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from . import machine, paths, timing
+from nlbudget.assets import machine
+from nlbudget import paths, timing
 
-from .claims import KINDS, VERDICTS, Claim  # noqa: F401  (the ledger's vocabulary)
+from nlbudget.verdicts.claims import KINDS, VERDICTS, Claim  # noqa: F401  (the ledger's vocabulary)
 
 PACKAGES = ("nlbudget", "torch", "transformers", "numpy", "scipy", "sympy", "pandas",
             "papermill", "matplotlib", "gguf", "datasets", "peft")
@@ -202,10 +203,15 @@ def _leaves(obj, prefix=""):
         yield prefix, obj
 
 
+#: Figures that are measured seconds (a forward pass's, a decoded token's): timings, which
+#: `compare` leaves out with the results files' own `timings`.
+TIMED = ("wallclock", "decode")
+
+
 def compare(a: str | Path, b: str | Path, profile: str, rtol: float = 0.0) -> dict:
     """Two results folders' `profile` results, chapter by chapter: the claims whose verdict
     differs, and the figures that differ by more than `rtol` (relative; 0: any difference),
-    leaving out timings and the environment. {stem: {"verdicts": {id: (a, b)},
+    leaving out timings (`TIMED`) and the environment. {stem: {"verdicts": {id: (a, b)},
     "figures": {path: (a, b)}, "missing": side}}."""
     out = {}
     stems = sorted({p.stem for d in (a, b) for p in (Path(d) / profile).glob("*.json")})
@@ -221,7 +227,8 @@ def compare(a: str | Path, b: str | Path, profile: str, rtol: float = 0.0) -> di
         vb = {c["id"]: c["verdict"] for c in docs[1]["claims"]}
         verdicts = {i: (va.get(i), vb.get(i)) for i in sorted(set(va) | set(vb))
                     if va.get(i) != vb.get(i)}
-        fa, fb = dict(_leaves(docs[0]["figures"])), dict(_leaves(docs[1]["figures"]))
+        fa, fb = ({k: v for k, v in _leaves(d["figures"]) if not set(k.split(".")) & set(TIMED)}
+                  for d in docs)
         figures = {}
         for k in sorted(set(fa) | set(fb)):
             x, y = fa.get(k), fb.get(k)

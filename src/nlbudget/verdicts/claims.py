@@ -136,7 +136,7 @@ def null(lo: float | None, hi: float | None, *, margin: float, what: str = "effe
 
 def any_of(intervals: dict, *, what: str = "effect") -> Decision:
     """"Some of these show the effect" (each interval oriented so the effect is positive and
-    already corrected for multiplicity, e.g. at `bonferroni(level, len(intervals))`):
+    already corrected for multiplicity, e.g. at `stats.bonferroni(len(intervals))`):
     reproduced if any interval lies above 0; not reproduced if every interval lies below 0;
     inconclusive otherwise."""
     if not intervals:
@@ -210,10 +210,6 @@ def needs_seeds(decision: Decision, n_seeds: int, *, minimum: int = MIN_SEEDS) -
     return Decision(INCONCLUSIVE, f"{n_seeds} seed(s): a training claim needs ≥ {minimum} "
                     f"(the single-seed reading: {decision.verdict}, {decision.reason})")
 
-
-def bonferroni(level: float, n: int) -> float:
-    """The per-test confidence level that keeps a family of `n` intervals at `level`."""
-    return 1 - (1 - level) / max(1, n)
 
 
 def all_of(decisions: dict[str, Decision]) -> Decision:

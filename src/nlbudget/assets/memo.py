@@ -16,10 +16,11 @@ from pathlib import Path
 
 import torch
 
-from . import devices, paths
+from nlbudget.assets import devices
+from nlbudget import paths
 
-#: The modules whose source decides what a cached result holds.
-CODE = ("surrogates.py", "capture.py", "memo.py")
+#: The modules whose source decides what a cached result holds (paths in the package).
+CODE = ("surrogates.py", "capture.py", "evaluation.py", "assets/memo.py")
 
 
 def enabled() -> bool:
@@ -27,8 +28,8 @@ def enabled() -> bool:
 
 
 def _code() -> bytes:
-    here = Path(__file__).resolve().parent
-    return b"".join((here / f).read_bytes() for f in CODE)
+    package = Path(__file__).resolve().parent.parent
+    return b"".join((package / f).read_bytes() for f in CODE)
 
 
 def _update(h, obj) -> None:

@@ -19,8 +19,10 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from . import bilinear, gating, preprojection, profiles, results, surrogates, symmetry, tasks
-from . import universal
+from nlbudget import (bilinear, evaluation, gating, preprojection, surrogates, symmetry, tasks,
+                      universal)
+from nlbudget.book import profiles
+from nlbudget.verdicts import results, stats
 
 
 class CheckFailed(AssertionError):
@@ -286,14 +288,14 @@ def _logits_cases():
 def token_nll(student) -> None:
     """Exercise 3.2: per-token next-token loss, (B, T−1)."""
     return check_function("token_nll", lambda l, i: torch.as_tensor(student(l, i)),
-                          surrogates.token_nll, _logits_cases(), atol=1e-5, rtol=1e-5)
+                          evaluation.token_nll, _logits_cases(), atol=1e-5, rtol=1e-5)
 
 
 def perplexity(student) -> None:
     """Exercise 3.3: exp of the mean per-token loss."""
-    cases = [(desc, (surrogates.token_nll(l, i),)) for desc, (l, i) in _logits_cases()]
+    cases = [(desc, (evaluation.token_nll(l, i),)) for desc, (l, i) in _logits_cases()]
     cases.append(("a (2, 3) loss of all zeros", (torch.zeros(2, 3),)))
-    return check_function("perplexity", lambda n: float(student(n)), surrogates.perplexity,
+    return check_function("perplexity", lambda n: float(student(n)), evaluation.perplexity,
                           cases, atol=1e-9, rtol=1e-9)
 
 
@@ -341,7 +343,7 @@ def auc(student) -> None:
             scores = scores.round()  # many ties
         cases.append((f"60 scores, seed {s}" + (", rounded (ties)" if s == 3 else ""),
                       (scores, labels)))
-    return check_function("auc", lambda sc, lb: float(student(sc, lb)), gating.auc, cases,
+    return check_function("auc", lambda sc, lb: float(student(sc, lb)), stats.auc, cases,
                           atol=1e-9, rtol=1e-9)
 
 

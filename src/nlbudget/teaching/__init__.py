@@ -1,0 +1,1 @@
+"""Teaching: the checks the exercise notebooks call (`checks`)."""
