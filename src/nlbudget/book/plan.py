@@ -1,15 +1,17 @@
-"""Rerun only what changed: which chapters of a build are fresh, in what order to run the
-rest, and progress with an estimate of the time left.
+"""The build's first step: what is stale, in what order (`make` → a `Plan`, which the runner,
+the stage and the render steps receive and never recompute).
 
 A chapter's *inputs* are its notebook, the library (every module of `nlbudget` that a chapter
 can import, less the other chapters' modules), the data files it reads (`data/claims.csv`,
-`data/reference/`, `data/corpora/`), its settings at the profile (seed included), the Python and package
-versions, and the results files of the chapters it reads (its module's `READS`). After a
-successful run, `<build>/<profile>/chapters/<stem>.fresh.json` records their digest, the
-digest of the results file the run wrote, and how long it took. A chapter is fresh when that
-record matches its inputs now, and its executed notebook and results file are still the ones
-the run left. The record is voided before a chapter runs, so a failed or killed run never
-leaves a chapter marked fresh.
+`data/reference/`, `data/corpora/`), its settings at the profile (seed included), the Python
+and package versions, and the results files of the chapters it reads (its module's `READS`).
+An exercise notebook's are its notebook, the library and its checks, the versions and its
+chapter's results file. After a successful run, a step's record (`<build>/<profile>/chapters/`
+or `exercises/<stem>.fresh.json`) holds their digest, the digests of the files the run left
+(executed notebook, results file) and how long it took. One rule (`freshness`) decides for
+chapters and exercise notebooks alike: fresh when the record matches the inputs now and the
+files are still the ones the run left. The record is voided before a step runs, so a failed or
+killed run never leaves it marked fresh.
 """
 
 from __future__ import annotations
