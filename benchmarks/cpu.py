@@ -43,7 +43,7 @@ REFERENCE = {"model": "AMD EPYC (AVX2, no AVX-512 or AMX): GitHub's hosted runne
 def gflops_with(env: dict) -> dict:
     """{(dtype, threads): GFLOPS} measured in a fresh interpreter with `env` added (the median
     of three measurements each)."""
-    code = ("import json, statistics; from nlbudget import machine; print(json.dumps("
+    code = ("import json, statistics; from nlbudget.assets import machine; print(json.dumps("
             "{f'{d} {n}': statistics.median(machine.matmul_gflops(d, n) for _ in range(3)) "
             "for d in ('float32', 'bfloat16') for n in (1, 2)}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
