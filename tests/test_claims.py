@@ -128,3 +128,18 @@ def test_correlation_interval_and_sample_size():
     rho, lo, hi = stats.spearman_interval(np.arange(30), np.arange(30) + rng.normal(size=30))
     assert lo > 0.5
     assert stats.n_to_resolve(1.0, 1.0) == 5 and stats.n_to_resolve(1.0, 0.0) is None
+
+
+def test_proportion_interval_is_exact_and_never_zero_width():
+    share, lo, hi = stats.proportion_interval(0, 30)
+    assert share == 0 and lo == 0 and 0.1 < hi < 0.12  # Clopper–Pearson: 0.116
+    share, lo, hi = stats.proportion_interval(30, 30)
+    assert share == 1 and hi == 1 and 0.88 < lo < 0.9
+    assert stats.proportion_interval(4, 23)[1] < 4 / 23 < stats.proportion_interval(4, 23)[2]
+
+
+def test_k_of_n_reads_counts_as_a_proportion():
+    assert claims.k_of_n(1, 29, 30, 4 / 23).verdict == REPRODUCED  # one improves, beyond chance
+    assert claims.k_of_n(0, 30, 30, 4 / 23).verdict == NOT_REPRODUCED  # none could reach 4/23
+    assert claims.k_of_n(0, 10, 10, 4 / 23).verdict == INCONCLUSIVE  # too few to tell
+    assert claims.k_of_n(0, 0, 30, 4 / 23).verdict == INCONCLUSIVE  # all undecided

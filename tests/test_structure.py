@@ -243,3 +243,15 @@ def test_formatting_counter_counts():
     assert FORMATTING.search('pd.DataFrame(rows).style.format("{:.2f}")')
     assert FORMATTING.search('print(f"layer {l}: {cost:+.2%}")')
     assert not FORMATTING.search("sweep = surrogates.linearization_sweep(model, w, variants)")
+
+
+def test_no_claim_function_counts_seeds_by_a_literal():
+    """`needs_seeds(decision, n)`: n comes from the figures (how many seeds were run), never a
+    number typed into the rule, so a profile with more seeds can decide the row."""
+    literal = []
+    for f in (PKG / "chapters").glob("ch*.py"):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "needs_seeds"
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
+                literal.append(f"{f.name}:{node.lineno}")
+    assert not literal, literal

@@ -285,6 +285,12 @@ def _scale(F):
                      for m, s in F["setup"].items())
 
 
+def _n_seeds(F, m) -> int:
+    """How many seeds model `m`'s probes were trained from, as its results record them."""
+    setup = F["setup"][m]
+    return len(setup.get("seeds", [setup["seed"]]))
+
+
 def _pct(x):
     return "n/a" if x is None else f"{x:+.1%}"
 
@@ -297,7 +303,7 @@ def claim_ppl(F, S) -> Claim:
     for m, st in F["studies"].items():
         r = st[MAIN]
         lo, hi = r["vs_lora"]["ppl_ci"]
-        decs[m] = needs_seeds(effect(-hi, -lo, what="LoRA − modules PPL change"), 1)
+        decs[m] = needs_seeds(effect(-hi, -lo, what="LoRA − modules PPL change"), _n_seeds(F, m))
         texts.append(f"{models.label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
                      f"({_pct(r['vs_base']['ppl_change'])} vs the frozen base); LoRA "
                      f"{_pct(st['lora']['vs_base']['ppl_change'])}; modules vs LoRA "
@@ -324,7 +330,7 @@ def claim_lambada(F, S) -> Claim:
             decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
             t += " (not counted: base too weak)"
         else:
-            decs[m] = needs_seeds(effect(lo, hi, what="modules − LoRA accuracy"), 1)
+            decs[m] = needs_seeds(effect(lo, hi, what="modules − LoRA accuracy"), _n_seeds(F, m))
             t += f" [{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
         texts.append(t)
     lw = "" if S["lastword"] == "lambada" else f"; {S['lastword']} last-word items, not LAMBADA"
@@ -349,7 +355,7 @@ def claim_skip_by_depth(F, S) -> Claim:
                                               [u["ppl_change"] for u in abl])
         use = st[MAIN]["skip_use"]
         r_norm = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])[0]
-        decs[m] = needs_seeds(effect(lo, hi, what="Spearman ρ"), 1)
+        decs[m] = needs_seeds(effect(lo, hi, what="Spearman ρ"), _n_seeds(F, m))
         top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
         texts.append(f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
                      f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "

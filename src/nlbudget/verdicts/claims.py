@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from nlbudget.verdicts import stats
+
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN, PARTLY = (
     "reproduced", "not reproduced", "inconclusive", "not run", "partly")
 VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
@@ -166,6 +168,25 @@ def share_of(intervals: dict, *, share: float, what: str = "effect") -> Decision
     if above >= share * n:
         return Decision(REPRODUCED, text)
     if n - below < share * n:
+        return Decision(NOT_REPRODUCED, text)
+    return Decision(INCONCLUSIVE, text)
+
+
+def k_of_n(k: int, k_not: int, n: int, paper_share: float, *, what: str = "layers") -> Decision:
+    """A claim stated as "k of N" (e.g. "4 of 23 layers improve"), as a proportion with
+    Clopper–Pearson intervals. Of `n` units, `k` show the effect beyond their (corrected)
+    interval and `k_not` show its absence beyond it; the rest are undecided. Reproduced if the
+    interval of k/n excludes 0 (some do, beyond chance); not reproduced if even counting every
+    undecided unit as showing it, the interval of (n − k_not)/n lies below the paper's share;
+    inconclusive otherwise."""
+    share, lo, _ = stats.proportion_interval(k, n)
+    _, _, hi = stats.proportion_interval(n - k_not, n)
+    text = (f"{k} of {n} {what} beyond their intervals ({share:.0%}, Clopper–Pearson lower "
+            f"{lo:.0%}), {k_not} clearly do not (at most {hi:.0%} could), against the paper's "
+            f"{paper_share:.0%}")
+    if lo > 0:
+        return Decision(REPRODUCED, text)
+    if hi < paper_share:
         return Decision(NOT_REPRODUCED, text)
     return Decision(INCONCLUSIVE, text)
 

@@ -113,6 +113,15 @@ def n_to_resolve(sd: float, diff: float, level: float = 0.95) -> int | None:
     return int(math.ceil((zq * sd / abs(diff)) ** 2)) + 1
 
 
+def proportion_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float, float]:
+    """k successes of n as a share with its Clopper–Pearson (exact binomial) interval, scipy's:
+    (k/n, lo, hi); never zero-width (0 of n gives [0, hi > 0], n of n gives [lo < 1, 1])."""
+    if n <= 0:
+        return NAN, NAN, NAN
+    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
+    return k / n, float(ci.low), float(ci.high)
+
+
 def bonferroni(n: int, alpha: float = 0.05) -> float:
     """The per-interval confidence level that keeps a family of `n` intervals at 1 − alpha
     (e.g. one interval per layer, for a claim about "any layer")."""
