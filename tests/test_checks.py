@@ -182,7 +182,7 @@ def test_prediction_checks_report_right_and_wrong(name, fake_results, capsys):
 
 
 def test_prediction_needs_a_valid_profile_and_the_results(tmp_path):
-    with pytest.raises(profiles.ParameterError, match="valid profiles: smoke, ci, paper"):
+    with pytest.raises(profiles.ParameterError, match="valid profiles: smoke, ci, full, paper"):
         checks.predict_gated_width(lambda d: 1, "fast", tmp_path)
     with pytest.raises(FileNotFoundError, match="nlbudget run 02 --profile smoke"):
         checks.predict_gated_width(lambda d: 1, "smoke", tmp_path)

@@ -74,7 +74,7 @@ def test_student_edition_command(tmp_path):
 
 
 def test_a_bad_profile_stops_at_once():
-    with pytest.raises(profiles.ParameterError, match="valid profiles: smoke, ci, paper"):
+    with pytest.raises(profiles.ParameterError, match="valid profiles: smoke, ci, full, paper"):
         checks.start("01", "quick")
 
 

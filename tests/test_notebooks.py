@@ -232,7 +232,7 @@ def test_book_builds_with_warnings_as_errors(smoke):
 # ---------------------------------------------------------------- bad parameters
 
 @pytest.mark.parametrize("args,message", [
-    (["--profile", "nonsense"], "valid profiles: smoke, ci, paper"),
+    (["--profile", "nonsense"], "valid profiles: smoke, ci, full, paper"),
     (["--seed", "abc"], "seed must be a non-negative integer"),
     (["--seed", "1.5"], "seed must be a non-negative integer"),
     (["-p", "bogus=1"], "valid: profile, seed, results_dir"),

@@ -20,7 +20,7 @@ def test_every_profile_defines_the_same_settings():
 
 
 def test_unknown_profile_names_valid_ones():
-    with pytest.raises(ParameterError, match="valid profiles: smoke, ci, paper"):
+    with pytest.raises(ParameterError, match="valid profiles: smoke, ci, full, paper"):
         profiles.validate("01", profile="nonsense")
 
 

@@ -29,6 +29,9 @@ PAIR = {
                   pair_vocab=512, pair_steps=10, pair_eval_windows=8),
     "ci": dict(pair_layers=4, pair_d_model=96, pair_context=128, pair_batch=12,
                pair_vocab=4096, pair_steps=80, pair_eval_windows=48),
+    # full: the ci pair (the same cached models), with more seeds where chapters ask for them
+    "full": dict(pair_layers=4, pair_d_model=96, pair_context=128, pair_batch=12,
+                 pair_vocab=4096, pair_steps=80, pair_eval_windows=48),
     "paper": dict(pair_layers=6, pair_d_model=256, pair_context=256, pair_batch=32,
                   pair_vocab=8192, pair_steps=4000, pair_eval_windows=256),
 }

@@ -21,7 +21,7 @@ from nlbudget import chapters, paths
 from nlbudget.assets.devices import resolve
 from nlbudget.errors import ParameterError
 
-PROFILES = ("smoke", "ci", "paper")
+PROFILES = ("smoke", "ci", "full", "paper")
 RUN_PARAMETERS = ("profile", "seed", "results_dir", "device")
 #: Settings that take one of a few strings.
 CHOICES = {"dtype": ("bfloat16", "float32"),

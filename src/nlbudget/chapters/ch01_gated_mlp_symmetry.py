@@ -23,6 +23,8 @@ THREADS = 1
 SETTINGS = {
     "smoke": dict(n_inputs=64, d_model=8, d_hidden=16, n_alpha=9, rank=2),
     "ci": dict(n_inputs=2048, d_model=64, d_hidden=256, n_alpha=61, rank=4),
+    # full: the derivations decide at ci; wider modules and more inputs for the numerics
+    "full": dict(n_inputs=4096, d_model=128, d_hidden=512, n_alpha=61, rank=4),
     "paper": dict(n_inputs=16384, d_model=576, d_hidden=1536, n_alpha=121, rank=4),
 }
 

@@ -36,6 +36,12 @@ SETTINGS = {
     "ci": dict(variants=_ALL, seeds=2, lm_layers=2, lm_d_model=64, lm_context=64, lm_batch=16,
                lm_vocab=2048, lm_steps=80, lm_eval_windows=32, mod_p=23, mod_d=32,
                mod_steps=800, mod_seeds=4, gate_windows=2, window=256),
+    # full, sized from ci: the language-model gap needs about 16 seeds at the spread seen
+    # (`_seeds_needed`), modular addition more steps until a form generalises; one thread,
+    # about 20 minutes here
+    "full": dict(variants=_ALL, seeds=16, lm_layers=2, lm_d_model=64, lm_context=64,
+                 lm_batch=16, lm_vocab=2048, lm_steps=200, lm_eval_windows=64, mod_p=23,
+                 mod_d=32, mod_steps=3000, mod_seeds=10, gate_windows=8, window=256),
     "paper": dict(variants=_ALL, seeds=5, lm_layers=6, lm_d_model=256, lm_context=256,
                   lm_batch=32, lm_vocab=8192, lm_steps=3000, lm_eval_windows=256, mod_p=97,
                   mod_d=128, mod_steps=5000, mod_seeds=10, gate_windows=64, window=256),

@@ -35,6 +35,10 @@ SETTINGS = {
     "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
                fit_windows=40, eval_windows=2, batch_size=8, **training.PAIR["ci"],
                pair_seeds=1, ft_steps=6, ft_lr=1e-4, n_boot=1000),
+    # full: three seeds of the pair (the seed rows), eight times the evaluation windows
+    "full": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
+                 fit_windows=40, eval_windows=16, batch_size=8, **training.PAIR["full"],
+                 pair_seeds=3, ft_steps=6, ft_lr=1e-4, n_boot=10000),
     "paper": dict(models=_PAPER_MODELS, corpus="wikitext-103", dtype="float32", window=512,
                   fit_windows=20, eval_windows=100, batch_size=8, **training.PAIR["paper"],
                   pair_seeds=3, ft_steps=200, ft_lr=1e-4, n_boot=10000),

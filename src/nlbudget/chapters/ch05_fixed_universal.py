@@ -28,6 +28,11 @@ SETTINGS = {
     "ci": dict(ru_widths="2,4,8,16,32,64", ru_steps=80, ru_seeds=2, dyck_len=16, hop_len=16, hops="1",
                hop_vocab=6, hop_seeds=1, hop_steps=50, heads=2, layers=2, d=4, m=64, steps=300, batch=48, seeds=2, lr=5e-3,
                n_test=400),
+    # full: five Dyck seeds on 2,000 held-out strings; k = 1, 2 with three seeds and 1,000
+    # steps (the paper reports every hop); one thread, about 20 minutes here
+    "full": dict(ru_widths="2,4,8,16,32,64", ru_steps=300, ru_seeds=5, dyck_len=16, hop_len=16,
+                 hops="1,2", hop_vocab=6, hop_seeds=3, hop_steps=1000, heads=2, layers=2, d=4,
+                 m=64, steps=600, batch=48, seeds=5, lr=5e-3, n_test=2000),
     "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, ru_seeds=5, dyck_len=40, hop_len=32,
                   hops="1,2,3,4", hop_vocab=8, hop_seeds=5, hop_steps=5000, heads=2, layers=3, d=8, m=256, steps=5000,
                   batch=128, seeds=5, lr=3e-3, n_test=5000),
