@@ -44,6 +44,62 @@ def chapter_parts() -> dict[str, str]:
     return out
 
 
+#: The scales whose results are committed (made once, on a CPU or a GPU, not by every build).
+COMMITTED = ("full",)
+
+
+def committed_dir(profile: str) -> Path:
+    """Where a committed scale's results live: `data/results/<profile>/` of the checkout (or of
+    the wheel's copy), whatever results folder this build writes to."""
+    return paths.shipped() / "data" / "results" / profile
+
+
+def staleness(key: str, profile: str) -> str:
+    """'' when a committed result of chapter `key` was made from the inputs the chapter has now
+    (its committed record, `<stem>.fresh.json`, against `plan.inputs`; package versions are
+    left out: another machine's patch release does not make a result stale); else which
+    inputs changed since."""
+    stem = profiles.chapter(key).stem
+    try:
+        rec = json.loads((committed_dir(profile) / f"{stem}.fresh.json").read_text())
+    except (OSError, ValueError):
+        return "no record of its inputs"
+    seed = rec.get("inputs", {}).get("settings", {}).get("seed", 0)
+    now = plan.inputs(key, profile, seed, committed_dir(profile).parent)
+    changed = [k for k in now if k != "versions" and now[k] != rec.get("inputs", {}).get(k)]
+    return ", ".join(changed)
+
+
+def committed_rows(profile: str) -> dict[str, dict]:
+    """{claim id: its row at a committed scale}: verdict and measurement, with the result's
+    date and commit and whether it is stale."""
+    out = {}
+    for key in profiles.CHAPTERS:
+        stem = profiles.chapter(key).stem
+        f = committed_dir(profile) / f"{stem}.json"
+        if not f.is_file():
+            continue
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        git = doc.get("environment", {}).get("git") or {}
+        made = (f"{str(doc.get('created', ''))[:10]}, commit {str(git.get('commit', '?'))[:7]}"
+                + (" with local changes" if git.get("dirty") else ""))
+        stale = staleness(key, profile)
+        for c in doc.get("claims", []):
+            out[c["id"]] = {**c, "made": made, "stale": stale}
+    return out
+
+
+def with_committed(rows: list[dict]) -> list[dict]:
+    """The ledger rows with each committed scale's verdict beside this build's."""
+    scales = {prof: committed_rows(prof) for prof in COMMITTED}
+    for r in rows:
+        for prof, got in scales.items():
+            c = got.get(r["id"])
+            r[f"verdict_{prof}"] = c["verdict"] if c else ""
+            r[f"{prof}_row"] = c
+    return rows
+
+
 KIND_TITLES = {"paper": "claims of the papers", "derivation": "derivations (steps of a "
                "paper's argument, checked by proof)", "book": "the book's own questions"}
 
@@ -79,6 +135,13 @@ def _details(r: dict) -> list[str]:
                    + {"replicated": "(the book's own, independent code)",
                       "reproduced": "(the author's own code or data)",
                       "derived": "(a proof)"}.get(r["obtained"], ""))
+    for prof in COMMITTED:
+        c = r.get(f"{prof}_row")
+        if c:
+            stale = f"; **stale** (changed since: {c['stale']})" if c["stale"] else ""
+            out.append(f"**at `{prof}`** ({c['made']}{stale}): {_inline(c['measured'])} — "
+                       f"**{c['verdict']}**: {_inline(c['reason'])}"
+                       + (f"; would decide it: {_inline(c['needs'])}" if c.get("needs") else ""))
     if r.get("measured_paper_profile"):
         out.append(f"**at the paper profile:** {_inline(r['measured_paper_profile'])} "
                    f"(**{r['verdict_paper_profile']}**)")
@@ -90,7 +153,7 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
     """The claims ledger page: a picture, counts per kind and verdict, then one table per
     part; every row links to the section that measured it, states both scales, and folds
     the long text. Generated from the results files only."""
-    rows = results.ledger(profile, results_dir)
+    rows = with_committed(results.ledger(profile, results_dir))
     lines = [
         "# Claims ledger", "",
         f"Every claim of the four papers, what this build measured (profile `{profile}`), and a "
@@ -110,7 +173,14 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
     if figure:
         lines += [f"```{{figure}} {figure}", ":name: ledger-overview", "",
                   "Claims by part and kind, coloured by verdict.", "```", ""]
-    lines += ["## Counts", "", counts_markdown(rows), ""]
+    lines += ["## Counts", "", f"This build (`{profile}`):", "", counts_markdown(rows), ""]
+    for prof in COMMITTED:
+        at = [{**r, "verdict": r[f"verdict_{prof}"] or "not run"} for r in rows]
+        stale = sorted({r[f"{prof}_row"]["stale"] and r["chapter"] for r in rows
+                        if r.get(f"{prof}_row")} - {"", False})
+        lines += [f"At `{prof}` (committed results, made once on a CPU; "
+                  + (f"stale for chapter(s) {', '.join(stale)}: their inputs changed since)"
+                     if stale else "none stale)") + ":", "", counts_markdown(at), ""]
     for part, title in part_titles().items():
         part_rows = [r for r in rows if r["part"] == part]
         if not part_rows:
@@ -125,7 +195,10 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
             lines += [f"* - {link}: {_inline(r['claim'])}", f"  - {r['kind']}",
                       f"  - {_inline(r['paper'])} *({_inline(r['paper_scale'])})*",
                       f"  - {scale}",
-                      f"  - **{r['verdict']}**", "",
+                      f"  - `{profile}`: **{r['verdict']}**" + "".join(
+                          f"; `{prof}`: **{r[f'verdict_{prof}']}**"
+                          + (" (stale)" if r[f"{prof}_row"]["stale"] else "")
+                          for prof in COMMITTED if r.get(f"verdict_{prof}")), "",
                       "    ```{dropdown} details", ""]
             for i, d in enumerate(_details(r)):
                 lines += ([""] if i else []) + [f"    {d}"]
@@ -135,17 +208,29 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
 
 
 def ledger_text(profile: str, results_dir: Path | None = None) -> str:
-    """`nlbudget ledger`: counts per kind and verdict, then one line per claim."""
-    rows = results.ledger(profile, results_dir)
-    c = results.counts(rows)
+    """`nlbudget ledger`: counts per kind and verdict at this profile and at each committed
+    scale, then one line per claim with both verdicts."""
+    rows = with_committed(results.ledger(profile, results_dir))
     width = max(len(v) for v in results.VERDICTS)
-    out = [f"claims ledger, profile {profile!r}", "",
-           f"{'kind':<12}" + "".join(f"{v:>{width + 2}}" for v in results.VERDICTS) + "   total"]
-    for k, row in c.items():
-        out.append(f"{k:<12}" + "".join(f"{row[v]:>{width + 2}}" for v in results.VERDICTS)
-                   + f"{sum(row.values()):>8}")
-    out += ["", f"{'claim':<38} {'kind':<11} verdict"]
-    out += [f"{r['id']:<38} {r['kind']:<11} {r['verdict']}" for r in rows]
+    out = [f"claims ledger, profile {profile!r}"]
+    for prof in (profile, *[p for p in COMMITTED if p != profile]):
+        at = rows if prof == profile else [
+            {**r, "verdict": r[f"verdict_{prof}"] or "not run"} for r in rows]
+        out += ["", f"at {prof}" + ("" if prof == profile else " (committed)"),
+                f"{'kind':<12}" + "".join(f"{v:>{width + 2}}" for v in results.VERDICTS)
+                + "   total"]
+        for k, row in results.counts(at).items():
+            out.append(f"{k:<12}" + "".join(f"{row[v]:>{width + 2}}" for v in results.VERDICTS)
+                       + f"{sum(row.values()):>8}")
+    extra = [p for p in COMMITTED if p != profile]
+    out += ["", f"{'claim':<38} {'kind':<11} {profile:<16}" + "".join(f"{p:<16}" for p in extra)]
+    def at(r, p):
+        stale = " (stale)" if r.get(f"{p}_row") and r[f"{p}_row"]["stale"] else ""
+        return f"{(r[f'verdict_{p}'] or '—') + stale:<16}"
+
+    for r in rows:
+        out.append(f"{r['id']:<38} {r['kind']:<11} {r['verdict']:<16}"
+                   + "".join(at(r, p) for p in extra))
     return "\n".join(out)
 
 
