@@ -1,4 +1,5 @@
 import csv
+import json
 import os
 
 import pytest
@@ -151,3 +152,42 @@ def test_compare_reports_changed_verdicts_and_figures(tmp_path):
     assert d["verdicts"] == {"A": ("reproduced", "inconclusive")}
     assert d["figures"] == {"x.1": (2.0, 2.1)}
     assert res.compare(tmp_path / "a", tmp_path / "c", "ci", rtol=0.1)["01_a"]["figures"] == {}
+
+
+# ---------------------------------------------------------------- committed scales
+
+def test_committed_full_verdicts_recompute_with_todays_rules():
+    """Every committed `full` result: its verdicts, recomputed from its stored figures and
+    parameters with today's claim functions, are the ones it holds (a changed rule must be
+    recommitted: `nlbudget run NN --profile full`, or recomputed from the figures)."""
+    files = sorted(build.committed_dir("full").glob("[0-9][0-9]_*[a-z].json"))
+    assert files, "no committed full results"
+    for f in files:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        ch = profiles.chapter(f.stem).load()
+        now = [c.as_dict() for c in ch.claims(doc["figures"], doc["parameters"])]
+        assert now == doc["claims"], f.name
+
+
+def test_a_committed_result_goes_stale_when_its_inputs_change(tmp_path, monkeypatch):
+    from nlbudget.book import plan
+
+    monkeypatch.setattr(build, "committed_dir", lambda profile: tmp_path / profile)
+    d = tmp_path / "full"
+    d.mkdir()
+    stem = profiles.chapter("01").stem
+    claim = {"id": "P1.kv-memory", "verdict": "reproduced", "measured": "m", "reason": "r",
+             "needs": ""}
+    (d / f"{stem}.json").write_text(json.dumps({
+        "claims": [claim], "created": "2026-12-01T00:00:00",
+        "environment": {"git": {"commit": "abcdef0123", "dirty": False}}}))
+    inp = plan.inputs("01", "full", 0, tmp_path)
+    (d / f"{stem}.fresh.json").write_text(json.dumps({"inputs": inp}))
+    assert build.staleness("01", "full") == ""
+    rows = build.with_committed(results.ledger("ci", tmp_path))
+    row = next(r for r in rows if r["id"] == "P1.kv-memory")
+    assert row["verdict_full"] == "reproduced" and "abcdef0" in row["full_row"]["made"]
+    inp["settings"] = {**inp["settings"], "n_inputs": 1}
+    (d / f"{stem}.fresh.json").write_text(json.dumps({"inputs": inp}))
+    assert build.staleness("01", "full") == "settings"
+    assert "(stale)" in build.ledger_text("ci", tmp_path)

@@ -45,7 +45,7 @@ def chapter_parts() -> dict[str, str]:
 
 
 #: The scales whose results are committed (made once, on a CPU or a GPU, not by every build).
-COMMITTED = ("full",)
+COMMITTED = plan.COMMITTED
 
 
 def committed_dir(profile: str) -> Path:

@@ -207,13 +207,23 @@ def void(step: Step) -> None:
                                                        "elapsed_s": old.get("elapsed_s")}))
 
 
+#: Scales whose results are committed: a run also leaves its record beside its results file
+#: (`<results>/<profile>/<stem>.fresh.json`), so the ledger can tell when they go stale.
+COMMITTED = ("full",)
+
+
 def done(step: Step, inputs_: dict, elapsed: float) -> None:
-    """After a step ran: record the inputs it ran with and the files it left."""
-    results.atomic_write_text(step.record, json.dumps({
+    """After a step ran: record the inputs it ran with and the files it left (and, for a
+    committed scale, the same record beside the results file)."""
+    text = json.dumps({
         "digest": digest(inputs_), "inputs": inputs_,
         "outputs": {n: file_sha(p) for n, p in step.outputs.items()},
         "elapsed_s": round(elapsed, 1),
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=1))
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=1)
+    results.atomic_write_text(step.record, text)
+    res = step.outputs.get("results file")
+    if res is not None and res.parent.name in COMMITTED:
+        results.atomic_write_text(res.with_suffix(".fresh.json"), text)
 
 
 def status(key: str, profile: str, seed: int = 0, results_dir=None, build_dir=None) -> str:

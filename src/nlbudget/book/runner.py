@@ -9,6 +9,7 @@ estimated time left; then it runs the stale exercise notebooks, several at a tim
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -221,7 +222,7 @@ class _Chapters:
     def launch(self, step: Step, inp: dict, t0: float) -> None:
         p = self.p
         logf = open(step.executed.parent / f"{step.stem}.log", "w")
-        cmd = [sys.executable, "-m", "nlbudget.cli", "run", step.key, "--profile", p.profile,
+        cmd = [sys.executable, "-m", "nlbudget.book.runner", step.key, "--profile", p.profile,
                "--seed", str(p.seed)]
         for flag, value in (("--results-dir", p.results_dir), ("--build-dir", p.build_dir)):
             if value is not None:
@@ -251,3 +252,20 @@ class _Chapters:
                 return
             time.sleep(1)
 
+
+def _main(argv: list[str] | None = None) -> None:
+    """`python -m nlbudget.book.runner NN --profile P ...`: one chapter, as `run` executes it
+    (the plan's one-thread chapters run this way, each in its own process)."""
+
+    ap = argparse.ArgumentParser(prog="python -m nlbudget.book.runner")
+    ap.add_argument("chapter")
+    ap.add_argument("--profile", default="ci")
+    ap.add_argument("--seed", default="0")
+    ap.add_argument("--results-dir", default=None)
+    ap.add_argument("--build-dir", default=None)
+    a = ap.parse_args(argv)
+    print(f"executed: {run(a.chapter, a.profile, a.seed, None, a.results_dir, a.build_dir)}")
+
+
+if __name__ == "__main__":
+    _main()
