@@ -7,6 +7,7 @@ and `ledger.md`, generated from the results files.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import re
@@ -100,6 +101,39 @@ def with_committed(rows: list[dict]) -> list[dict]:
     return rows
 
 
+def rules() -> dict[str, str]:
+    """{claim id: its rule in prose}: the claim function's docstring (threshold, control,
+    interval, multiplicity), the paper's quoted sentence dropped, for the decision table."""
+    out = {}
+    for key in profiles.CHAPTERS:
+        for fn in profiles.chapter(key).load().CLAIMS:
+            ids = re.findall(r'"((?:P\d|BOOK\.P\d)\.[\w-]+)"', inspect.getsource(fn))
+            doc = " ".join((fn.__doc__ or "").split())
+            doc = re.sub(r'^(P\d[^:]*|The book\'s question): "[^"]*"[.,;]?\s*(—\s*)?', "", doc)
+            for i in ids[:1]:
+                out[i] = doc
+    return out
+
+
+def decision_table(rows: list[dict], profile: str) -> list[str]:
+    """The ledger's decision table: per row, the rule next to each scale's verdict."""
+    rule = rules()
+    head = f"| claim | the rule | `{profile}` | " + " | ".join(f"`{p}`" for p in COMMITTED) + " |"
+    lines = [head, "|---|---|---|" + "---|" * len(COMMITTED)]
+    for r in rows:
+        at = " | ".join((r.get(f"verdict_{p}") or "—")
+                        + (" (stale)" if r.get(f"{p}_row") and r[f"{p}_row"]["stale"] else "")
+                        for p in COMMITTED)
+        text = rule.get(r["id"], "")
+        if len(text) < 40:  # a derivation's docstring is its statement: the rule is shared
+            text = ("proved in sympy and checked numerically in float64; the negative controls "
+                    "must fail" if r["kind"] == "derivation" else "")
+        text = "; ".join(t for t in (text, f"control: {r['control']}" if r["control"] else "")
+                         if t)
+        lines.append(f"| {r['id']} | {_inline(text)} | {r['verdict']} | {at} |")
+    return lines
+
+
 KIND_TITLES = {"paper": "claims of the papers", "derivation": "derivations (steps of a "
                "paper's argument, checked by proof)", "book": "the book's own questions"}
 
@@ -181,6 +215,10 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
         lines += [f"At `{prof}` (committed results, made once on a CPU; "
                   + (f"stale for chapter(s) {', '.join(stale)}: their inputs changed since)"
                      if stale else "none stale)") + ":", "", counts_markdown(at), ""]
+    lines += ["## Decision table", "", "Each row's rule as its claim function states it (the "
+              "threshold, the control, the interval and its multiplicity), beside the verdict "
+              "at each scale; the function's source is folded under its chapter's claims.", "",
+              *decision_table(rows, profile), ""]
     for part, title in part_titles().items():
         part_rows = [r for r in rows if r["part"] == part]
         if not part_rows:
