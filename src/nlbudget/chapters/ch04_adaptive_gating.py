@@ -266,7 +266,9 @@ def layer_gates(run: Run, d: dict, acts: dict, l: int,
     X, Xs = _parts(acts, l, slice(0, n_gate)), _parts(acts, l, slice(n_gate, None))
     gates = {f"linear:{p}": gating.fit_gate("linear", X[p], y, seed) for p in "xhec"}
     with torch.no_grad():  # the share of training tokens the d+1 gate routes at g > ½
-        routed_train = float((gates["linear:x"](X["x"]) > 0.5).double().mean())
+        on_train = gates["linear:x"](X["x"])
+        routed_train = float((on_train > 0.5).double().mean())
+    auc_train = stats.auc(on_train.numpy(), y.numpy())  # beside the held-out AUC: over-fitting
     same_share = {}
     if l in run.curve_layers:
         gates.update({k: gating.fit_gate(k, X["x"], y, seed) for k in kinds if k != "linear"})
@@ -287,7 +289,7 @@ def layer_gates(run: Run, d: dict, acts: dict, l: int,
     row = {"layer": l, "labels": {"threshold": thr, "rule": rule,
                                   "share_linear_ok": float(y.double().mean())},
            "all_linear": {"cost": d["all_linear"][l][0], "ci": d["all_linear"][l][1]},
-           "auc": aucs, "auc_family": fam, "auc_diff_family": diffs,
+           "auc": aucs, "auc_train": auc_train, "auc_family": fam, "auc_diff_family": diffs,
            "delta": gating.delta_summary(d["gate"][l]),
            "gate_params": {k: g.n_params for k, g in gates.items()}}
     if l in run.curve_layers:
@@ -300,18 +302,30 @@ def layer_gates(run: Run, d: dict, acts: dict, l: int,
             "same_share": same_share}
 
 
+@torch.no_grad()
+def eval_shares(run: Run, layers: list[dict]) -> list[float]:
+    """Each layer's share of evaluation tokens (positions 1 …, as the gate sees them in the
+    sweep: the unmodified prefix's MLP input) that its d+1 gate routes at g > ½ — the share its
+    random control routes, on the same tokens."""
+    x = capture.activations(run.model, run.eval, run.batch_size)["x"]
+    return [float((layers[l]["gates"]["linear:x"](x[l][:, 1:].flatten(0, 1)) > 0.5).double()
+                  .mean()) for l in range(run.L)]
+
+
 @timing.timed("gating: routing")
 def routing(run: Run, layers: list[dict]) -> dict:
     """Phase 3. On the evaluation windows, one sweep: each layer's d+1 gate (g > ½); the control,
-    random routing of as many tokens as the gate routes on its training tokens; at the curve
-    layers the d+1 gate at other thresholds and every other kind at the same share. Fills each
-    layer's row with its costs and intervals; returns the sweep and its variants."""
+    random routing of the share of these same evaluation tokens the gate routes (`eval_shares`);
+    at the curve layers the d+1 gate at other thresholds and every other kind at the same share
+    as on its training tokens. Fills each layer's row with its costs and intervals; returns the
+    sweep and its variants."""
     S, seed, n_boot, family = run.S, run.S["seed"], run.S["n_boot"], run.family
     mlp, L, draws = mlps(run.model), run.L, S["random_draws"]
     kinds, curve = S["gates"].split(","), run.curve_layers
+    share = eval_shares(run, layers)
     variants = {"gate": {l: run.hybrid(layers, l) for l in range(L)},
                 **{f"random{k}": {l: gating.RandomRouting(
-                    mlp[l], run.fits[l], layers[l]["routed_train"], seed + 1000 * (k + 1) + l)
+                    mlp[l], run.fits[l], share[l], seed + 1000 * (k + 1) + l)
                     for l in range(L)} for k in range(draws)}}
     fractions = list(layers[curve[0]]["row"]["thresholds"]) if curve else []
     for f in fractions:
@@ -336,7 +350,8 @@ def routing(run: Run, layers: list[dict]) -> dict:
         row["random"] = {
             "cost": cost, "draws": [ev.cost(f"random{k}", l) for k in range(draws)],
             "routed": float(np.mean([variants[f"random{k}"][l].fraction for k in range(draws)])),
-            "target": layers[l]["routed_train"], "vs_gate": cost - row["gate"]["cost"],
+            "target": share[l], "target_train": layers[l]["routed_train"],
+            "vs_gate": cost - row["gate"]["cost"],
             "ci": bootstrap_cost(ev.baseline, rnd, n_boot, seed),
             "vs_gate_ci_family": bootstrap_cost(ev.linear["gate"][l], rnd, n_boot, seed, family)}
         if l in curve:
@@ -627,10 +642,12 @@ def layer_table(rep: dict):
         "all-linear": r["all_linear"]["cost"], "gated": r["gate"]["cost"],
         "gated 95% CI": f"{r['gate']['ci'][0]:+.2%} … {r['gate']['ci'][1]:+.2%}",
         "routed": r["gate"]["routed"], "random routing": r["random"]["cost"],
-        "AUC (x)": r["auc"]["linear:x"][0], "|δ|<0.05": r["delta"]["share_abs_below_0.05"]}
+        "AUC (x), held out": r["auc"]["linear:x"][0], "AUC (x), training": r.get("auc_train"),
+        "|δ|<0.05": r["delta"]["share_abs_below_0.05"]}
         for r in rep["per_layer"]]).set_index("layer").style.format(
         {"all-linear": "{:+.2%}", "gated": "{:+.2%}", "random routing": "{:+.2%}",
-         "routed": "{:.0%}", "AUC (x)": "{:.3f}", "|δ|<0.05": "{:.0%}"})
+         "routed": "{:.0%}", "AUC (x), held out": "{:.3f}", "AUC (x), training": "{:.3f}",
+         "|δ|<0.05": "{:.0%}"})
 
 
 def kinds_table(reports: dict):
