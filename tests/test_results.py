@@ -122,8 +122,10 @@ def test_cli_ledger_prints_counts_per_kind_and_verdict(tmp_path, capsys):
     out = capsys.readouterr().out
     head = next(line for line in out.splitlines() if line.startswith("kind"))
     assert all(v in head for v in results.VERDICTS)
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
-            if line.split() and line.split()[0] in ("paper", "derivation", "book", "all")}
+    rows = {}  # the first table: this profile's counts (the committed scales' follow)
+    for line in out.splitlines():
+        if line.split() and line.split()[0] in ("paper", "derivation", "book", "all"):
+            rows.setdefault(line.split()[0], line.split()[1:])
     assert rows["derivation"][0] == "1" and rows["all"][-1] == str(len(results.claims_registry()))
     assert cli.main(["ledger", "--profile", "nope"]) == 2
 

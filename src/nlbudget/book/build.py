@@ -182,6 +182,20 @@ def _details(r: dict) -> list[str]:
     return out
 
 
+def counts_section(rows: list[dict], profile: str) -> list[str]:
+    """The ledger page's counts: this build's, then each committed scale's (and which of its
+    chapters are stale)."""
+    lines = ["## Counts", "", f"This build (`{profile}`):", "", counts_markdown(rows), ""]
+    for prof in COMMITTED:
+        at = [{**r, "verdict": r[f"verdict_{prof}"] or "not run"} for r in rows]
+        stale = sorted({r[f"{prof}_row"]["stale"] and r["chapter"] for r in rows
+                        if r.get(f"{prof}_row")} - {"", False})
+        lines += [f"At `{prof}` (committed results, made once on a CPU; "
+                  + (f"stale for chapter(s) {', '.join(stale)}: their inputs changed since)"
+                     if stale else "none stale)") + ":", "", counts_markdown(at), ""]
+    return lines
+
+
 def ledger_markdown(profile: str, results_dir: Path | None = None,
                     figure: str | None = None) -> str:
     """The claims ledger page: a picture, counts per kind and verdict, then one table per
@@ -207,14 +221,7 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
     if figure:
         lines += [f"```{{figure}} {figure}", ":name: ledger-overview", "",
                   "Claims by part and kind, coloured by verdict.", "```", ""]
-    lines += ["## Counts", "", f"This build (`{profile}`):", "", counts_markdown(rows), ""]
-    for prof in COMMITTED:
-        at = [{**r, "verdict": r[f"verdict_{prof}"] or "not run"} for r in rows]
-        stale = sorted({r[f"{prof}_row"]["stale"] and r["chapter"] for r in rows
-                        if r.get(f"{prof}_row")} - {"", False})
-        lines += [f"At `{prof}` (committed results, made once on a CPU; "
-                  + (f"stale for chapter(s) {', '.join(stale)}: their inputs changed since)"
-                     if stale else "none stale)") + ":", "", counts_markdown(at), ""]
+    lines += counts_section(rows, profile)
     lines += ["## Decision table", "", "Each row's rule as its claim function states it (the "
               "threshold, the control, the interval and its multiplicity), beside the verdict "
               "at each scale; the function's source is folded under its chapter's claims.", "",
