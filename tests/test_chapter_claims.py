@@ -574,7 +574,11 @@ def f06(vs_lora_ppl=(-0.2, -0.1), vs_lora_acc=(0.02, 0.08), base_acc=0.5, seeds=
           "lora": variant(36.0, 0.55),
           "pre+skip": variant(35.0, 0.6, vs_lora_ppl, vs_lora_acc, kw.get("rho_up", True),
                               kw.get("cache", (1000, 0.01, 1.0)), kw.get("ref", 0.5))}
-    return {"studies": {"smollm2-135m": st}, "n_items": 200,
+    rho = 0.9 if kw.get("rho_up", True) else -0.9
+    by_seed = [{"seed": k, "ppl_vs_lora": sum(vs_lora_ppl) / 2 + 0.01 * i,
+                "acc_diff_vs_lora": sum(vs_lora_acc) / 2 + 0.005 * i, "skip_rho": rho - 0.01 * i}
+               for i, k in enumerate(seeds)]
+    return {"studies": {"smollm2-135m": st}, "n_items": 200, "by_seed": {"smollm2-135m": by_seed},
             "setup": {"smollm2-135m": {"k": 16, "steps": 24, "batch": 4, "window": 128,
                                        "eval_tokens": 4096, "items": 200, "seed": seeds[0],
                                        "seeds": list(seeds)}}}

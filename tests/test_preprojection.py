@@ -225,7 +225,7 @@ def test_probe_study_records():
     m = tiny("gpt_neox")
     w = torch.randint(0, 97, (12, 16), generator=torch.Generator().manual_seed(3))
     items = [(list(range(1, 9)), [9, 10])] * 4
-    S = {"seed": 0, "lr": 1e-2, "n_boot": 20, "ablation_windows": 4}
+    S = {"seed": 0, "lr": 1e-2, "n_boot": 20, "ablation_windows": 4, "probe_seeds": 1}
     run = ch06.probe_run(S, "tiny", m, None, pp.Budget(k=4, lora_rank=2), w, w[:4], items,
                          steps=2, batch=2)
     st, kept = {}, {}

@@ -168,7 +168,8 @@ class _Chapters:
         try:
             for step in self.p.chapters:
                 self.one(step)
-            self.reap(block=True)
+            while self.running:  # every one-thread chapter still running, not just the first
+                self.reap(block=True)
         finally:
             for proc, *_rest in self.running.values():  # interrupted: stop what still runs
                 with contextlib.suppress(ProcessLookupError):

@@ -27,23 +27,23 @@ SETTINGS = {
                   window=32, train_windows=16, eval_windows=4, lastword_items=8,
                   lastword_context=64, k=4, steps=2, batch_size=2, lr=1e-3,
                   **training.PAIR["smoke"], pair_k=4, pair_probe_steps=2, pair_probe_batch=4,
-                  n_boot=50, decode_tokens=4, ablation_windows=4),
+                  probe_seeds=1, n_boot=50, decode_tokens=4, ablation_windows=4),
     "ci": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="float32",
                window=128, train_windows=128, eval_windows=4, lastword_items=48,
                lastword_context=128, k=16, steps=3, batch_size=4, lr=1e-3,
                **training.PAIR["ci"], pair_k=8, pair_probe_steps=8, pair_probe_batch=16,
-               n_boot=1000, decode_tokens=4, ablation_windows=2),
+               probe_seeds=1, n_boot=1000, decode_tokens=4, ablation_windows=2),
     "full": dict(models="smollm2-135m", corpus="pydocs", lastword="pydocs", dtype="float32",
                  window=128, train_windows=256, eval_windows=16, lastword_items=200,
                  lastword_context=128, k=16, steps=20, batch_size=4, lr=1e-3,
                  **training.PAIR["full"], pair_k=8, pair_probe_steps=20, pair_probe_batch=16,
-                 n_boot=10000, decode_tokens=4, ablation_windows=8),
+                 probe_seeds=3, n_boot=10000, decode_tokens=4, ablation_windows=8),
     "paper": dict(models="EleutherAI/pythia-160m,EleutherAI/pythia-410m", corpus="wikitext-103",
                   lastword="lambada", dtype="float32", window=512, train_windows=20000,
                   eval_windows=200, lastword_items=5153, lastword_context=512, k=64, steps=2000,
                   batch_size=8, lr=1e-3, **training.PAIR["paper"], pair_k=32,
-                  pair_probe_steps=2000, pair_probe_batch=32, n_boot=10000, decode_tokens=64,
-                  ablation_windows=200),
+                  pair_probe_steps=2000, pair_probe_batch=32, probe_seeds=3, n_boot=10000,
+                  decode_tokens=64, ablation_windows=200),
 }
 MAIN = "pre+skip"  # the paper's setting
 #: A model's last-word accuracy counts only if its frozen base gets this many items right.
@@ -100,7 +100,7 @@ def probe_run(S: dict, name: str, model, tok, budget: preprojection.Budget, trai
         base_logits = model(input_ids=eval_w[:2]).logits
     return Run(name, model, tok, budget, train_w, eval_w, encoded, steps, batch, S, probe_ids,
                preprojection.cache_tensors(model, probe_ids), base_logits,
-               tqdm(total=4 * steps, desc=f"{name}: probes", mininterval=30))
+               tqdm(total=4 * steps * S["probe_seeds"], desc=f"{name}: probes", mininterval=30))
 
 
 def runs(S: dict, text, items: list):
@@ -132,12 +132,14 @@ def runs(S: dict, text, items: list):
 
 
 @timing.timed("probe")
-def probe(run: Run, v: str) -> tuple[dict, tuple]:
+def probe(run: Run, v: str, seed: int | None = None) -> tuple[dict, tuple]:
     """One variant on the frozen model: trained as a probe (the base is not), then its held-out
     perplexity, last-word accuracy, K/V cache against the base's, and, with a skip, the skip's
     use per layer (its ablation, layer by layer, for the paper's setting). Returns (record,
-    (per-token losses, per-item hits)) — the latter for the paired comparisons."""
-    S, seed = run.S, run.S["seed"]
+    (per-token losses, per-item hits)) — the latter for the paired comparisons. `seed` draws
+    the probe's initial weights and batches (default: the run's)."""
+    S = run.S
+    seed = S["seed"] if seed is None else seed
     m = preprojection.variant_model(run.model, v, run.budget, seed)
     with torch.no_grad():
         step0 = torch.equal(m(input_ids=run.eval[:2]).logits, run.base_logits)
@@ -160,6 +162,29 @@ def probe(run: Run, v: str) -> tuple[dict, tuple]:
             out["skip_ablation"] = preprojection.skip_ablation(
                 m, run.eval[:S["ablation_windows"]], 8, S["n_boot"], seed)
     return out, (nll, hit)
+
+
+def seeds(S: dict) -> list[int]:
+    """The probes' seeds (`probe_seeds`, from the run's seed on): every variant, LoRA included,
+    is trained from each."""
+    return [S["seed"] + i for i in range(S["probe_seeds"])]
+
+
+def add_seed(figures: dict, name: str, seed: int, records: dict) -> None:
+    """File one seed's probes of model `name`: the first seed's records are the page's; what
+    the claims compare over seeds goes to `by_seed`."""
+    figures["studies"].setdefault(name, records)
+    r = records[MAIN]
+    abl = r.get("skip_ablation", [])
+    rho = stats.spearman_interval([u["layer"] for u in abl],
+                                  [u["ppl_change"] for u in abl])[0] if abl else None
+
+    def finite(x):  # undefined (e.g. ρ of constant values) is recorded as None
+        return float(x) if x is not None and np.isfinite(x) else None
+
+    figures.setdefault("by_seed", {}).setdefault(name, []).append({
+        "seed": seed, "ppl_vs_lora": finite(r["vs_lora"]["ppl_change"]),
+        "acc_diff_vs_lora": finite(r["vs_lora"]["acc_diff"]), "skip_rho": finite(rho)})
 
 
 def against_references(records: dict, kept: dict, S: dict) -> None:
@@ -189,6 +214,7 @@ def setup(run: Run) -> dict:
     if run.progress is not None:
         run.progress.close()
     return {"layers": len(preprojection.blocks(run.model)), "d": run.model.config.hidden_size,
+            "seeds": seeds(run.S),
             "k": run.budget.k, "lora_rank": run.budget.lora_rank, "window": run.train.shape[1],
             "train_pool_windows": len(run.train), "eval_tokens": run.eval.numel(),
             "items": len(run.items), "steps": run.steps, "batch": run.batch, "seed": run.S["seed"],
@@ -290,6 +316,17 @@ def _scale(F):
                      for m, s in F["setup"].items())
 
 
+def _over_seeds(F, m, key: str, one_seed: tuple) -> tuple:
+    """The interval a claim reads for model `m`: a t interval over its seeds' values of `key`
+    where it has several seeds (`by_seed`), else the first seed's own interval (over windows
+    or items), which `needs_seeds` then keeps from deciding."""
+    vals = [r[key] for r in F.get("by_seed", {}).get(m, []) if r.get(key) is not None]
+    if len(vals) < 2:
+        return tuple(one_seed)
+    _, lo, hi = stats.t_interval(vals)
+    return lo, hi
+
+
 def _n_seeds(F, m) -> int:
     """How many seeds model `m`'s probes were trained from, as its results record them."""
     setup = F["setup"][m]
@@ -307,7 +344,7 @@ def claim_ppl(F, S) -> Claim:
     decs, texts = {}, []
     for m, st in F["studies"].items():
         r = st[MAIN]
-        lo, hi = r["vs_lora"]["ppl_ci"]
+        lo, hi = _over_seeds(F, m, "ppl_vs_lora", r["vs_lora"]["ppl_ci"])
         decs[m] = needs_seeds(effect(-hi, -lo, what="LoRA − modules PPL change"), _n_seeds(F, m))
         texts.append(f"{models.label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
                      f"({_pct(r['vs_base']['ppl_change'])} vs the frozen base); LoRA "
@@ -335,6 +372,7 @@ def claim_lambada(F, S) -> Claim:
             decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
             t += " (not counted: base too weak)"
         else:
+            lo, hi = _over_seeds(F, m, "acc_diff_vs_lora", (lo, hi))
             decs[m] = needs_seeds(effect(lo, hi, what="modules − LoRA accuracy"), _n_seeds(F, m))
             t += f" [{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
         texts.append(t)
@@ -360,6 +398,7 @@ def claim_skip_by_depth(F, S) -> Claim:
                                               [u["ppl_change"] for u in abl])
         use = st[MAIN]["skip_use"]
         r_norm = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])[0]
+        lo, hi = _over_seeds(F, m, "skip_rho", (lo, hi))
         decs[m] = needs_seeds(effect(lo, hi, what="Spearman ρ"), _n_seeds(F, m))
         top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
         texts.append(f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
