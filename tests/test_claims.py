@@ -143,3 +143,18 @@ def test_k_of_n_reads_counts_as_a_proportion():
     assert claims.k_of_n(0, 30, 30, 4 / 23).verdict == NOT_REPRODUCED  # none could reach 4/23
     assert claims.k_of_n(0, 10, 10, 4 / 23).verdict == INCONCLUSIVE  # too few to tell
     assert claims.k_of_n(0, 0, 30, 4 / 23).verdict == INCONCLUSIVE  # all undecided
+
+
+def test_window_intervals_are_scipys_bca():
+    from scipy import stats as st
+    rng = np.random.default_rng(1)
+    base = rng.normal(3.0, 0.3, (12, 32))
+    new = base + rng.exponential(0.05, (12, 1))  # a skewed per-window change
+    lo, hi = stats.bootstrap_ppl_ratio(base, new, 10000, 0)
+    ref = st.bootstrap((base.mean(1), new.mean(1)), lambda b, s, axis: np.expm1(
+        s.mean(axis) - b.mean(axis)), n_resamples=10000, paired=True, method="BCa",
+        rng=np.random.default_rng(0)).confidence_interval
+    assert (lo, hi) == pytest.approx((ref.low, ref.high))
+    assert lo < np.expm1((new - base).mean()) < hi and hi - lo > 0
+    lo, hi = stats.bootstrap_paired(rng.integers(0, 2, 50), rng.integers(0, 2, 50), "diff")
+    assert lo < hi  # 0/1 items with spread: never a zero-width interval

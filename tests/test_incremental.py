@@ -150,6 +150,17 @@ def test_the_library_but_not_other_chapters_modules_is_an_input():
     assert a != plan.library_digest("02")  # each sees its own chapter module
 
 
+def test_a_chapter_depends_only_on_the_modules_it_imports():
+    names = {k: {f.relative_to(f.parents[1]).as_posix() if f.parent.name != "nlbudget"
+                 else f.name for f in plan.library_files(k)} for k in ("03", "05")}
+    assert "universal.py" in names["05"] and "universal.py" not in names["03"]
+    assert "surrogates.py" in names["03"] and "surrogates.py" not in names["05"]
+    # through an import inside a module, and the packages' __init__ on the way
+    assert {"verdicts/stats.py", "verdicts/__init__.py", "__init__.py"} <= names["03"]
+    assert not any(n.startswith("chapters/ch05") for n in names["03"])
+    assert "book/runner.py" not in names["03"]  # the build is no chapter's input
+
+
 def test_one_thread_chapters_run_side_by_side_after_what_they_read():
     order = plan.schedule()
     light = [k for k in order if plan.threads(k) == 1]

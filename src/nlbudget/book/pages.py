@@ -4,22 +4,46 @@ decided them (from source), the paper's scale beside ours, and numbers for the p
 from __future__ import annotations
 
 import inspect
+import json
 
 import pandas as pd
 
+from nlbudget import paths
 from nlbudget.verdicts import results
 
 
-def claims_table(doc: dict) -> pd.DataFrame:
-    """The chapter's ledger rows, read back from its results file."""
+def committed_claims(stem: str, profile: str) -> dict[str, dict]:
+    """{claim id: row} of a chapter's committed result at `profile` (`data/results/<profile>/`,
+    made once on this CPU and committed), or {} where there is none."""
+    try:
+        doc = json.loads((paths.shipped() / "data" / "results" / profile / f"{stem}.json")
+                         .read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {c["id"]: c for c in doc.get("claims", [])}
+
+
+def claims_table(doc: dict, committed: tuple[str, ...] = ("full",)) -> pd.DataFrame:
+    """The chapter's ledger rows, read back from its results file, each column naming its
+    scale; beside them the verdict and figures of each committed scale (`full`) where one
+    exists."""
     reg = {r["id"]: r for r in results.claims_registry()}
+    prof = doc.get("profile", "?")
+    others = {p: committed_claims(doc["chapter"], p) for p in committed if p != prof}
     rows = []
     for c in doc["claims"]:
         parts = "; ".join(f"{p}: {v}" for p, v in c.get("parts", {}).items())
-        rows.append({"claim": c["id"], "kind": c["kind"], "paper says": reg[c["id"]]["paper"],
-                     "measured": c["measured"], "control": c["control"] or "—",
-                     "verdict": c["verdict"], "why": c["reason"] + (f" ({parts})" if parts else ""),
-                     "would decide it": c["needs"] or "—"})
+        row = {"claim": c["id"], "kind": c["kind"], "paper says": reg[c["id"]]["paper"],
+               f"measured ({prof})": c["measured"], "control": c["control"] or "—",
+               f"verdict ({prof})": c["verdict"],
+               "why": c["reason"] + (f" ({parts})" if parts else ""),
+               "would decide it": c["needs"] or "—"}
+        for p, rows_p in others.items():
+            if rows_p:
+                o = rows_p.get(c["id"], {})
+                row[f"verdict ({p}, committed)"] = o.get("verdict", "—")
+                row[f"measured ({p}, committed)"] = o.get("measured", "—")
+        rows.append(row)
     return pd.DataFrame(rows).set_index("claim")
 
 

@@ -1,8 +1,8 @@
 """The build's first step: what is stale, in what order (`make` → a `Plan`, which the runner,
 the stage and the render steps receive and never recompute).
 
-A chapter's *inputs* are its notebook, the library (every module of `nlbudget` that a chapter
-can import, less the other chapters' modules), the data files it reads (`data/claims.csv`,
+A chapter's *inputs* are its notebook, the library (the modules of `nlbudget` its notebook and
+its chapter module import, and what those import in turn), the data files it reads (`data/claims.csv`,
 `data/reference/`, `data/corpora/`), its settings at the profile (seed included), the Python
 and package versions, and the results files of the chapters it reads (its module's `READS`).
 An exercise notebook's are its notebook, the library and its checks, the versions and its
@@ -16,6 +16,7 @@ killed run never leaves it marked fresh.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import platform
@@ -43,16 +44,63 @@ def file_sha(path: Path) -> str | None:
     return sha256(path) if path.is_file() else None
 
 
-def library_digest(key: str) -> str:
-    """The package's source as chapter `key` sees it: every module except the other chapters'."""
+def package_imports(source: str, pkg: Path) -> set[Path]:
+    """The package's module files that `source` imports (at the top or inside a function)."""
+    out: set[Path] = set()
+
+    def add(name: str) -> bool:
+        first, _, rest = name.partition(".")
+        if first != "nlbudget":
+            return False
+        rel = Path(*rest.split(".")) if rest else None
+        for f in ((pkg / rel.with_suffix(".py"), pkg / rel / "__init__.py") if rel
+                  else (pkg / "__init__.py",)):
+            if f.is_file():
+                out.add(f)
+                return True
+        return False
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                add(f"{node.module}.{a.name}") or add(node.module)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                add(a.name)
+    return out
+
+
+def library_files(key: str, notebook: Path | None = None) -> list[Path]:
+    """The modules chapter `key` runs: its module, what its notebook imports, and everything
+    those import in turn, with the packages' `__init__` files on the way."""
     pkg = Path(__file__).resolve().parent.parent
-    own = profiles.chapter(key).module.rsplit(".", 1)[-1] + ".py"
-    h = hashlib.sha256()
-    for f in sorted(pkg.rglob("*.py")):
-        rel = f.relative_to(pkg).as_posix()
-        if rel in NOT_CHAPTER_INPUTS or (rel.startswith("chapters/ch") and f.name != own):
+    nb = json.loads(Path(notebook or profiles.notebook_path(key)).read_text(encoding="utf-8"))
+    own = pkg / (profiles.chapter(key).module.split(".", 1)[1].replace(".", "/") + ".py")
+    todo, seen = [own], {pkg / "__init__.py"}
+    for cell in (c for c in nb["cells"] if c["cell_type"] == "code"):
+        code = "\n".join(ln for ln in "".join(cell["source"]).splitlines()
+                         if not ln.lstrip().startswith(("%", "!")))
+        try:
+            todo.extend(package_imports(code, pkg))
+        except SyntaxError:  # the notebook is an input itself; its run will say what is wrong
             continue
-        h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        todo.extend(package_imports(f.read_text(encoding="utf-8"), pkg))
+        todo.extend(p / "__init__.py" for p in f.parents if pkg in p.parents)
+    return sorted(f for f in seen if f.relative_to(pkg).as_posix() not in NOT_CHAPTER_INPUTS)
+
+
+def library_digest(key: str, notebook: Path | None = None) -> str:
+    """The package's source as chapter `key` runs it (`library_files`): editing a module no
+    chapter step imports reruns nothing."""
+    pkg = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in library_files(key, notebook):
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -131,8 +179,8 @@ def exercise_inputs(key: str, profile: str, results_dir=None) -> dict:
     """What an executed exercise notebook depends on: the notebook, the library and the checks
     it calls, the package versions and the chapter's results file (its predictions read it)."""
     checks = Path(__file__).resolve().parent.parent / "teaching" / "checks.py"
-    return {"notebook": file_sha(exercises.notebook(key)), "library": library_digest(key),
-            "checks": file_sha(checks),
+    nb = exercises.notebook(key)
+    return {"notebook": file_sha(nb), "library": library_digest(key, nb), "checks": file_sha(checks),
             "versions": versions(), "profile": profile,
             "results": file_sha(results.results_path(profiles.chapter(key).stem, profile,
                                                      results_dir))}

@@ -214,7 +214,8 @@ def compare(a: str | Path, b: str | Path, profile: str, rtol: float = 0.0) -> di
     leaving out timings (`TIMED`) and the environment. {stem: {"verdicts": {id: (a, b)},
     "figures": {path: (a, b)}, "missing": side}}."""
     out = {}
-    stems = sorted({p.stem for d in (a, b) for p in (Path(d) / profile).glob("*.json")})
+    stems = sorted({p.stem for d in (a, b) for p in (Path(d) / profile).glob("*.json")
+                    if not p.name.endswith(".fresh.json")})  # a committed result's record
     for stem in stems:
         docs = []
         for d in (a, b):

@@ -1,11 +1,12 @@
 """Intervals the verdicts use: over seeds (Student t, Welch, paired t — scipy's), over evaluation
-windows or items (percentile and paired bootstrap), for correlations (Fisher z, scipy's), for a
+windows or items (scipy's paired BCa bootstrap), for correlations (Fisher z, scipy's), for a
 gate's AUC with windows resampled as groups (`bootstrap_auc`, `bootstrap_auc_diff`), and the
 Bonferroni level of a family of intervals (`bonferroni`). Each returns (estimate, lo, hi) or (lo, hi) as its docstring says; `nan` where undefined."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from scipy import stats as _st
@@ -74,34 +75,52 @@ def spearman_interval(x, y, level: float = 0.95) -> tuple[float, float, float]:
     return rho, math.tanh(z - zq * se), math.tanh(z + zq * se)
 
 
+def _bca(data: tuple, statistic, n_boot: int, seed: int, level: float) -> tuple[float, float]:
+    """scipy's paired BCa bootstrap interval of `statistic(*data, axis)`; the percentile
+    interval of the same resamples where BCa is undefined (too few items, or a resampled
+    statistic that does not vary), the point itself for one item (as a percentile bootstrap
+    of one item gives), and (nan, nan) where no resample is finite."""
+    if len(data[0]) < 2:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = float(statistic(*data, axis=-1))
+        return (x, x) if np.isfinite(x) else (NAN, NAN)
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on degenerate data; handled below
+        res = _st.bootstrap(data, statistic, n_resamples=n_boot, paired=True, vectorized=True,
+                            confidence_level=level, method="BCa",
+                            rng=np.random.default_rng(seed))
+    lo, hi = res.confidence_interval
+    if np.isfinite(lo) and np.isfinite(hi):
+        return float(lo), float(hi)
+    dist = res.bootstrap_distribution[np.isfinite(res.bootstrap_distribution)]
+    if not len(dist):
+        return NAN, NAN
+    lo, hi = np.quantile(dist, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
 def bootstrap_ppl_ratio(base, new, n_boot: int = 1000, seed: int = 0,
                         level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the relative perplexity change exp(mean(new) − mean(base)) − 1,
+    """BCa interval (`_bca`) of the relative perplexity change exp(mean(new) − mean(base)) − 1,
     resampling evaluation windows (rows of the per-token loss arrays) in pairs."""
-    b = np.asarray(base, dtype=np.float64).sum(1)
-    s = np.asarray(new, dtype=np.float64).sum(1)
-    n_tok = np.asarray(base).shape[1]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(b), size=(n_boot, len(b)))
-    costs = np.exp((s[idx].sum(1) - b[idx].sum(1)) / (idx.shape[1] * n_tok)) - 1
-    lo, hi = np.quantile(costs, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+    b = np.asarray(base, dtype=np.float64).mean(1)
+    s = np.asarray(new, dtype=np.float64).mean(1)
+    return _bca((b, s), lambda b, s, axis: np.expm1(s.mean(axis) - b.mean(axis)), n_boot,
+                seed, level)
 
 
 def bootstrap_paired(base, new, stat: str = "ratio", n_boot: int = 1000, seed: int = 0,
                      level: float = 0.95):
-    """Percentile interval of mean(new)/mean(base) − 1 (`ratio`) or mean(new) − mean(base)
+    """BCa interval (`_bca`) of mean(new)/mean(base) − 1 (`ratio`) or mean(new) − mean(base)
     (`diff`), resampling items in pairs; (None, None) if no resample is defined."""
     a, b = np.asarray(base, dtype=np.float64), np.asarray(new, dtype=np.float64)
-    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = b[idx].mean(1) / a[idx].mean(1) - 1 if stat == "ratio" else \
-            b[idx].mean(1) - a[idx].mean(1)
-    r = r[np.isfinite(r)]
-    if not len(r):
-        return None, None
-    lo, hi = np.quantile(r, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+
+    def statistic(a, b, axis):
+        return (b.mean(axis) / a.mean(axis) - 1 if stat == "ratio"
+                else b.mean(axis) - a.mean(axis))
+
+    lo, hi = _bca((a, b), statistic, n_boot, seed, level)
+    return (None, None) if not np.isfinite(lo) else (lo, hi)
 
 
 def n_to_resolve(sd: float, diff: float, level: float = 0.95) -> int | None:
