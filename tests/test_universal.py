@@ -132,3 +132,11 @@ def test_context_free_baselines():
     prev = lambda ids: table[torch.roll(ids, 1, dims=1)]
     e = U.trivial_errors(X, prev(X), Xt, prev(Xt), 7)
     assert e["rel_error_token_position"] > 0.5
+
+
+def test_khop_labels_every_position_as_defined():
+    x, y = tasks.khop(300, 12, 2, vocab=5, seed=3, every=True)
+    assert y.shape == x.shape
+    for row, lab in zip(x.tolist()[:50], y.tolist()[:50]):
+        assert lab == [tasks.hop_reference(row[:i + 1], 2) for i in range(len(row))]
+    assert (y[:, -1] == tasks.khop(300, 12, 2, vocab=5, seed=3)[1]).all()

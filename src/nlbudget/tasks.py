@@ -7,7 +7,8 @@ tell them apart: a model must track the running depth. Classes are balanced 50/5
 
 k-hop induction heads (Sanford, Hsu & Telgarsky 2024): find(X, i) is the position right
 after the most recent earlier occurrence of X_i (0 if there is none); hop_k(X)_i =
-X_{find^k(X, i)}. The label is hop_k at the last position.
+X_{find^k(X, i)}, a label at every position i, as Sanford et al. define the task: models train
+on every position's label (`khop(..., every=True)`) and are tested on the last position's.
 
 Each generator has a slow reference (`*_reference`), a direct transcription of the definition,
 used by the tests to check labels on thousands of samples.
@@ -73,16 +74,21 @@ def dyck_reference(s) -> bool:
     return depth == 0
 
 
-def hop(x: np.ndarray, k: int) -> int:
-    """hop_k at the last position, with a table of each position's previous occurrence."""
+def hop_all(x: np.ndarray, k: int) -> np.ndarray:
+    """hop_k at every position, with a table of each position's previous occurrence."""
     last, prev = {}, np.zeros(len(x), dtype=np.int64)
     for i, v in enumerate(x):
         prev[i] = last.get(int(v), -1) + 1  # position after the previous occurrence, or 0
         last[int(v)] = i
-    i = len(x) - 1
+    i = np.arange(len(x))
     for _ in range(k):
         i = prev[i]
-    return int(x[i])
+    return np.asarray(x)[i]
+
+
+def hop(x: np.ndarray, k: int) -> int:
+    """hop_k at the last position."""
+    return int(hop_all(x, k)[-1])
 
 
 def hop_reference(x, k: int) -> int:
@@ -98,9 +104,11 @@ def hop_reference(x, k: int) -> int:
     return int(x[i])
 
 
-def khop(n: int, length: int, k: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`n` uniform random sequences over `vocab` tokens, (n, length), and hop_k labels (n,)."""
+def khop(n: int, length: int, k: int, vocab: int, seed: int,
+         every: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`n` uniform random sequences over `vocab` tokens, (n, length), and hop_k labels: (n,) at
+    the last position, or (n, length) at every position with `every`."""
     rng = np.random.default_rng(seed)
     x = rng.integers(0, vocab, size=(n, length))
-    y = np.array([hop(row, k) for row in x])
-    return torch.from_numpy(x), torch.from_numpy(y)
+    y = np.stack([hop_all(row, k) for row in x])
+    return torch.from_numpy(x), torch.from_numpy(y if every else y[:, -1].copy())

@@ -284,13 +284,16 @@ class FrozenTransformer(torch.nn.Module):
 def train_program(model: FrozenTransformer, batches, steps: int, lr: float = 3e-3,
                   progress=None) -> list[float]:
     """Adam on the parameters that require gradients (E and U, or everything for a trained
-    model) with cross-entropy on the label; `batches(step)` returns (ids, labels)."""
+    model) with cross-entropy on the labels; `batches(step)` returns (ids, labels), labels (B,)
+    for the last position or (B, T) for every position."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
     losses = []
     for step in range(steps):
         ids, y = batches(step)
-        loss = torch.nn.functional.cross_entropy(model(ids), y.long())
+        out = model(ids) if y.dim() == 1 else model.hidden(ids) @ model.U
+        loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                                 y.long().reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -35,9 +35,11 @@ SETTINGS = {
     "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
                fit_windows=40, eval_windows=2, batch_size=8, **training.PAIR["ci"],
                pair_seeds=1, ft_steps=6, ft_lr=1e-4, n_boot=1000),
-    # full: three seeds of the pair (the seed rows), eight times the evaluation windows
+    # full: three seeds of the pair (the seed rows); 64 evaluation windows, sized from a first
+    # full run at 16, where 2 of 30 layers' corrected intervals still crossed 0 (about ±2 %:
+    # four times the windows halve them)
     "full": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
-                 fit_windows=40, eval_windows=16, batch_size=8, **training.PAIR["full"],
+                 fit_windows=40, eval_windows=64, batch_size=8, **training.PAIR["full"],
                  pair_seeds=3, ft_steps=6, ft_lr=1e-4, n_boot=10000),
     "paper": dict(models=_PAPER_MODELS, corpus="wikitext-103", dtype="float32", window=512,
                   fit_windows=20, eval_windows=100, batch_size=8, **training.PAIR["paper"],
@@ -52,6 +54,16 @@ LARGE_MAX = 0.037
 MIN_ABLATION = 0.20
 #: "Costs nothing" against fine-tuning alone: not worse than the control by more than this.
 NONINFERIORITY = 0.01
+#: "Pythia models show higher linearization costs": the parallel model's middle-third cost
+#: must exceed the sequential one's by at least this to count. The paper's own gap at the
+#: nearest sizes is 4 points (median per-layer cost, Pythia-410M 6.6 % vs GPT-2 Medium 2.6 %,
+#: the author's files); a quarter of it is the smallest that would echo it.
+MIN_TOPOLOGY_GAP = 0.01
+#: P3 §5.3: progressive linearization −13.5 %, the vanilla fine-tuning control −14.8 %: the
+#: linearized model ends (1 − 0.135) / (1 − 0.148) − 1 ≈ 1.5 % behind. Half of that gap is the
+#: smallest "behind" that counts.
+PAPER_LINEARIZED, PAPER_CONTROL = -0.135, -0.148
+MIN_BEHIND = ((1 + PAPER_LINEARIZED) / (1 + PAPER_CONTROL) - 1) / 2
 REFERENCE = "data/reference/p3_all_linear_costs.csv"
 
 
@@ -435,7 +447,8 @@ def claim_sequential_vs_parallel(F, S) -> Claim:
     """P3: "Pythia models show higher linearization costs" — attributed to the parallel
     attention + MLP topology. The matched pair isolates it: the middle-third cost of the
     parallel model minus the sequential one's, paired over the seeds both were trained from
-    (a t interval; never decided by fewer than MIN_SEEDS seeds)."""
+    (a t interval; never decided by fewer than MIN_SEEDS seeds), with a superiority margin:
+    reproduced if it lies above MIN_TOPOLOGY_GAP, not reproduced if below."""
     pr = F["pair"]
     seq, par = pr["neox-seq"], pr["neox-par"]
     cs, cp = _by_seed(pr, "neox-seq", "middle_cost"), _by_seed(pr, "neox-par", "middle_cost")
@@ -453,7 +466,9 @@ def claim_sequential_vs_parallel(F, S) -> Claim:
         return Claim("P3.sequential-vs-parallel", measured, NOT_RUN, scale=scale,
                      needs=f"the pair's MLPs must matter (zeroing them ≥ +{MIN_ABLATION:.0%})")
     _, lo, hi = stats.t_interval(diffs)
-    dec = needs_seeds(effect(lo, hi, what="parallel − sequential cost"), len(diffs))
+    dec = needs_seeds(effect(lo - MIN_TOPOLOGY_GAP, hi - MIN_TOPOLOGY_GAP,
+                             what=f"parallel − sequential cost beyond {MIN_TOPOLOGY_GAP:g}"),
+                      len(diffs))
     return decided("P3.sequential-vs-parallel", dec, measured=measured, scale=scale,
                    control="the sequential model of the matched pair: same width, depth, data, "
                    "optimiser and seed",
@@ -523,9 +538,11 @@ def claim_progressive_control(F, S) -> Claim:
     """The book's question, from P3 §5.3's numbers ("beating both the full linearization result
     (−13.5 %…) and a vanilla fine-tuning control (−14.8 %)"): does plain progressive
     linearization end *behind* an equal-compute fine-tuning control, as those numbers imply?
-    Per pair model over its seeds: (linearized − control) / control above 0."""
+    Per pair model over its seeds: (linearized − control) / control against MIN_BEHIND, half
+    the gap the paper's numbers imply: above it reproduced, below it not reproduced."""
     rel = _progressive(F, "control_ppl")
-    dec = _per_model(rel, "linearized / control − 1")
+    dec = _per_model({k: [x - MIN_BEHIND for x in v] for k, v in rel.items()},
+                     f"linearized / control − 1 beyond {MIN_BEHIND:.3g}")
     return decided("P3.progressive-control", dec, measured=_progressive_text(F), kind="book",
                    control="equal-compute fine-tuning control: same steps, optimiser and batches",
                    needs="more seeds of the pair with both runs (pair_seeds): "

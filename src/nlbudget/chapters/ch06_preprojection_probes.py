@@ -312,19 +312,21 @@ def glue(F: dict) -> dict:
 
 def _scale(F):
     return "; ".join(f"{m}: k={s['k']}, {s['steps']} steps × {s['batch']}×{s['window']} tokens, "
-                     f"{s['eval_tokens']:,} eval tokens, {s['items']} last-word items, 1 seed"
+                     f"{s['eval_tokens']:,} eval tokens, {s['items']} last-word items, "
+                     f"{len(s.get('seeds', [s.get('seed')]))} seed(s)"
                      for m, s in F["setup"].items())
 
 
 def _over_seeds(F, m, key: str, one_seed: tuple) -> tuple:
-    """The interval a claim reads for model `m`: a t interval over its seeds' values of `key`
-    where it has several seeds (`by_seed`), else the first seed's own interval (over windows
-    or items), which `needs_seeds` then keeps from deciding."""
+    """The interval a claim reads for model `m`: the union of a t interval over its seeds'
+    values of `key` (`by_seed`: the spread between seeds) and the first seed's own BCa interval
+    over windows or items (the sampling of the evaluation set, which the seeds share); with
+    one seed only the latter, which `needs_seeds` then keeps from deciding."""
     vals = [r[key] for r in F.get("by_seed", {}).get(m, []) if r.get(key) is not None]
-    if len(vals) < 2:
+    if len(vals) < 2 or None in one_seed:
         return tuple(one_seed)
     _, lo, hi = stats.t_interval(vals)
-    return lo, hi
+    return min(lo, one_seed[0]), max(hi, one_seed[1])
 
 
 def _n_seeds(F, m) -> int:
