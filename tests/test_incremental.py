@@ -6,6 +6,7 @@ milliseconds; test_notebooks.py checks the same on real smoke runs."""
 import itertools
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,40 @@ def test_one_thread_chapters_run_side_by_side_after_what_they_read():
     assert order[order.index(light[0]):order.index(light[0]) + len(light)] == light
     pos = {k: i for i, k in enumerate(order)}
     assert all(pos[d] < pos[k] for k in order for d in plan.reads(k))
+
+
+def _ast_imports(source: str, pkg):
+    """The same reading as `plan.package_imports`, with `ast` (the reference)."""
+    import ast
+
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names += [(node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            names += [(a.name, None) for a in node.names]
+    src = "\n".join(f"from {m} import {n}" if n else f"import {m}" for m, n in names)
+    return plan.package_imports(src, pkg)
+
+
+def test_the_import_reader_agrees_with_ast_on_every_module_and_notebook():
+    import nbformat
+    from nlbudget import paths
+
+    pkg = Path(plan.__file__).resolve().parents[1]
+    sources = [f.read_text(encoding="utf-8") for f in pkg.rglob("*.py")]
+    for nb in sorted((paths.repo_root() / "notebooks").rglob("*.ipynb")):
+        cells = nbformat.read(nb, as_version=4).cells
+        sources += ["\n".join(ln for ln in c.source.splitlines()
+                              if not ln.lstrip().startswith(("%", "!")))
+                    for c in cells if c.cell_type == "code"]
+    assert len(sources) > 60
+    for src in sources:
+        try:
+            want = _ast_imports(src, pkg)
+        except SyntaxError:  # an exercise's blank to fill in
+            continue
+        assert plan.package_imports(src, pkg) == want, src[:200]
+    # multi-line, aliased and commented imports
+    src = "from nlbudget.verdicts import (claims,  # the rules\n    stats as st)\nimport nlbudget.paths"
+    assert {f.name for f in plan.package_imports(src, pkg)} == {"claims.py", "stats.py", "paths.py"}
