@@ -189,8 +189,9 @@ def test_ch02_real_gates_read_the_random_counterpart():
                                             random=[1.3, 1.1, 1.4, 1.2]), S) == INC
 
 
-@pytest.mark.parametrize("lm,acc,v", [(WORSE, ACC_WORSE, R), (BETTER, ACC_WORSE, NR),
-                                      (SAME, ACC_WORSE, INC), (SAME, ACC_SAME, INC)])
+@pytest.mark.parametrize("lm,acc,v", [(WORSE, ACC_WORSE, R), (BETTER, ACC_BETTER, NR),
+                                      (BETTER, ACC_WORSE, P), (SAME, ACC_WORSE, P),
+                                      (SAME, ACC_SAME, INC), (TINY, ACC_SAME, INC)])
 def test_ch02_symmetry_matters(lm, acc, v):
     assert verdict(c2.claim_symmetry_matters, f02(**lm, **acc, **GATES), settings(c2)) == v
 
@@ -349,6 +350,15 @@ def f04(rows=None, compound=(0.01, 0.005, 0.015, 0.2), nofly=(0.0, -0.1, 0.1), f
             "nofly": {"smollm2-135m": {"layer": 5, "by_target": {"shakespeare": tr,
                                                                  "pydocs (test split)": tr}}},
             "two_phase": {k: two_phase_run(*two_phase, seeds) for k in ("neox-seq", "neox-par")}}
+
+
+def test_ch04_power_calculation_counts_the_windows_that_would_decide():
+    w = c4.windows_to_decide
+    # decided already: the windows there are; twice the half-width of the distance: 4×
+    assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 0.5) == 8
+    assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 1.0) == 32
+    assert w({"a": (0.03, 0.01), "b": (0.02, 0.01)}, 10, 0.5) == 40
+    assert w({"a": (0.03, 0.0)}, 8, 1.0) is None  # a point on its edge never decides
 
 
 def test_ch04_routing_against_random_routing():
@@ -558,6 +568,23 @@ def test_ch05_khop_judges_every_hop():
             r["acc_train_len"] = 0.98  # on hop 2 a frozen model matches the trained one
     c = c5.claim_khop_attention_only(worse, S)
     assert c.verdict == NR and "hop2" in c.measured and "hop1" in c.measured
+    # hop 2 not learnt by the trained reference: hop 1's stated parts still decide, and the
+    # reason says hop 2 was not run
+    split = copy.deepcopy(F)
+    for r in split["runs"]:
+        if r["task"] == "hop2":
+            r["acc_train_len"] = 0.4 if r["kind"] == "trained" else r["acc_train_len"]
+        elif r["kind"] == "random" and r["setting"] == "+residual+LN":
+            r["acc_train_len"] = 0.31  # hop 1: random far below the paper's 85.7 %
+    c = c5.claim_khop_residual_ln(split, S)
+    assert c.verdict == P and "hop2: not run" in c.reason
+    # an undecided gain says how many seeds would decide it at the spread seen
+    noisy = copy.deepcopy(F)
+    for i, r in enumerate(r for r in noisy["runs"] if r["setting"] == "+residual+LN+MLP"
+                          and r["kind"] == "random"):
+        r["acc_train_len"] = 0.9 + (0.05 if i % 2 else -0.04)
+    c = c5.claim_khop_random_mlp(noisy, S)
+    assert c.verdict == INC and "seeds to resolve" in c.needs
 
 
 # ------------------------------------------------------------------ chapter 06

@@ -162,6 +162,25 @@ def test_a_chapter_depends_only_on_the_modules_it_imports():
     assert "book/runner.py" not in names["03"]  # the build is no chapter's input
 
 
+def test_the_library_digest_reads_code_not_comments_or_the_settings_table():
+    src = Path(profiles.chapter("06").load().__file__).read_text(encoding="utf-8")
+    base = plan.code(src)
+    assert "1:SETTINGS" in plan.code(src + "\nX = SETTINGS\n").splitlines()
+    assert "1:SETTINGS" not in base.splitlines()  # the table (NAME token 1) is left out
+    # another profile's budget, a comment, a blank line: the same code
+    resized = src.replace("lastword_items=48", "lastword_items=24", 1)
+    commented = src.replace("\ndef ", "\n# a reader's note\n\ndef ", 1)
+    assert resized != src and commented != src
+    assert plan.code(resized) == base and plan.code(commented) == base
+    # a change to what runs: not the same (a constant, a call, a string)
+    for old, new in (("MIN_RHO = 0.3", "MIN_RHO = 0.4"), ("def seeds(", "def seedz(")):
+        changed = src.replace(old, new, 1)
+        assert changed != src and plan.code(changed) != base
+    # a name that only starts like the table, or the table below the top level, still counts
+    assert plan.code("SETTINGS_X = 1\n") != plan.code("SETTINGS_X = 2\n")
+    assert plan.code("def f():\n    SETTINGS = 1\n") != plan.code("def f():\n    SETTINGS = 2\n")
+
+
 def test_one_thread_chapters_run_side_by_side_after_what_they_read():
     order = plan.schedule()
     light = [k for k in order if plan.threads(k) == 1]

@@ -17,9 +17,11 @@ killed run never leaves it marked fresh.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import platform
 import re
+import tokenize
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -110,13 +112,40 @@ def library_files(key: str, notebook: Path | None = None) -> list[Path]:
     return sorted(f for f in seen if f.relative_to(pkg).as_posix() not in NOT_CHAPTER_INPUTS)
 
 
+def code(source: str) -> str:
+    """What of a module's source a chapter's run depends on: its tokens, without comments,
+    blank lines and the `SETTINGS` table at the top level (a chapter's settings enter its
+    inputs per profile, `inputs()["settings"]`, so resizing the `ci` budget leaves committed
+    `full` results fresh, and rewording a comment reruns nothing)."""
+    out: list[str] = []
+    depth, skipping = 0, False
+    toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    for i, t in enumerate(toks):
+        if t.type in (tokenize.COMMENT, tokenize.NL):
+            continue
+        if (t.type == tokenize.NAME and t.string == "SETTINGS" and t.start[1] == 0
+                and i + 1 < len(toks) and toks[i + 1].string == "="):
+            skipping = True
+        if skipping:
+            if t.type == tokenize.OP and t.string in "([{":
+                depth += 1
+            elif t.type == tokenize.OP and t.string in ")]}":
+                depth -= 1
+            elif t.type == tokenize.NEWLINE and depth == 0:
+                skipping = False
+            continue
+        out.append(f"{t.type}:{t.string}")
+    return "\n".join(out)
+
+
 def library_digest(key: str, notebook: Path | None = None) -> str:
-    """The package's source as chapter `key` runs it (`library_files`): editing a module no
-    chapter step imports reruns nothing."""
+    """The package's code (`code`) as chapter `key` runs it (`library_files`): editing a module
+    no chapter step imports, a comment, or another profile's settings reruns nothing."""
     pkg = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for f in library_files(key, notebook):
-        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0"
+                 + code(f.read_text(encoding="utf-8")).encode() + b"\0")
     return h.hexdigest()
 
 

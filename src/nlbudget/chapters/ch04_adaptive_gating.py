@@ -43,8 +43,11 @@ SETTINGS = {
                eval_windows=2, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=2,
                max_cost=0.01, **training.PAIR["ci"], pair_seeds=1, phase1_steps=4, phase2_steps=4,
                ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=3),
+    # full: 16 held-out select windows — the power calculation on the first full run's
+    # intervals (8 windows) put the gate-AUC row's decision at about 10; the routing row would
+    # need about 82 evaluation windows (≈ 3 hours here), so eval_windows stays 8
     "full": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
-                 dtype="float32", window=256, fit_windows=40, gate_windows=8, select_windows=8,
+                 dtype="float32", window=256, fit_windows=40, gate_windows=8, select_windows=16,
                  eval_windows=8, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=16,
                  max_cost=0.01, **training.PAIR["full"], pair_seeds=3, phase1_steps=4,
                  phase2_steps=4, ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=10000,
@@ -739,6 +742,23 @@ def _scale(F, S):
             f"select, {t['eval']:,} eval tokens")
 
 
+def windows_to_decide(rows: dict, windows: int, share: float) -> int | None:
+    """A power calculation from this run's own intervals: how many windows would decide
+    `share` of the rows. `rows` maps a row to (half-width of its interval, distance from its
+    point to the edge it must clear); the half-width narrows as 1/√windows (windows are the
+    resampled units), so a row needs windows × (half-width / distance)². Returns the count at
+    which `share` of the rows decide (None: too many points lie on their edge)."""
+    need = sorted(windows if hw < dist else int(np.ceil(windows * (hw / dist) ** 2))
+                  for hw, dist in rows.values() if dist > 0 and np.isfinite(hw))
+    k = int(np.ceil(share * len(rows)))
+    return need[k - 1] if 0 < k <= len(need) else None
+
+
+def _needs_windows(n: int | None, windows: int, what: str) -> str:
+    return (f"≈ {n:,} {what} (here {windows}; a power calculation from this run's corrected "
+            f"intervals, which narrow as 1/√windows)" if n else f"more {what} (here {windows})")
+
+
 def _all_reports(F):
     return {**F["pretrained"], **F["pair"]}
 
@@ -794,7 +814,10 @@ def claim_gate_routing(F, S) -> Claim:
         "windows, Bonferroni-corrected over layers",
         author_data=f"GPT-2 Medium best gates: {int(((gm.gate_pct < 1) & (gm.routed_pct >= 25)).sum())} "
         f"of {len(gm)} layers cost < 1 % while routing ≥ 25 % (point estimates)",
-        needs="more evaluation windows (the corrected intervals are wider than the 1 % margin)",
+        needs=_needs_windows(max(filter(None, (
+            windows_to_decide({l: ((b - a) / 2, abs(a + b) / 2) for l, (a, b) in part.items()},
+                              S["eval_windows"], ROUTING_SHARE)
+            for part in (cheap, better))), default=None), S["eval_windows"], "evaluation windows"),
         scale=_scale(F, S))
 
 
@@ -816,12 +839,22 @@ def claim_gate_auc(F, S) -> Claim:
            Decision(NOT_REPRODUCED, text) if n - outside < MOST * n else
            Decision(INCONCLUSIVE, text))
     a = [v[0] for v in fam.values()]
+
+    def dist(x):  # how far the point lies from the edge its interval must clear
+        return max([d for d, ok in ((AUC_PAPER_MIN - x, x < AUC_PAPER_MIN),
+                                    (x - AUC_MODEST, x > AUC_MODEST),
+                                    (min(x - 0.5, AUC_MODEST - x), 0.5 < x < AUC_MODEST)) if ok],
+                   default=0.0)
+
+    need = windows_to_decide({l: ((hi - lo) / 2, dist(x)) for l, (x, lo, hi) in fam.items()},
+                             S["select_windows"], MOST)
     return decided("P3.gate-auc", dec,
                    measured=f"{name}: d+1 gate AUC on held-out tokens {min(a):.3f}–{max(a):.3f} "
                    f"(median {np.median(a):.3f})",
                    control="chance (0.5, a gate that does not rank) and the paper's band; "
                    "intervals over held-out windows, Bonferroni-corrected over layers",
-                   needs="more held-out select windows", scale=_scale(F, S))
+                   needs=_needs_windows(need, S["select_windows"], "held-out select windows"),
+                   scale=_scale(F, S))
 
 
 def claim_larger_gates(F, S) -> Claim:
@@ -850,7 +883,10 @@ def claim_larger_gates(F, S) -> Claim:
                    f"{min(g):+.3f} to {max(g):+.3f} ({len(g)} comparisons; PCA-k gates reported "
                    "in the table)",
                    control="the d+1 gate on the same tokens (paired intervals over windows)",
-                   needs="more held-out select windows", scale=_scale(F, S))
+                   needs=_needs_windows(windows_to_decide(
+                       {k: ((hi - lo) / 2, abs(x - AUC_MARGIN)) for k, (x, lo, hi) in gains.items()},
+                       S["select_windows"], 1.0), S["select_windows"], "held-out select windows"),
+                   scale=_scale(F, S))
 
 
 def claim_context_not_token(F, S) -> Claim:

@@ -391,9 +391,9 @@ def _ref_missing(hop, ref) -> str:
 def _every_hop(cid: str, F, S, judge, control: str) -> Claim:
     """A k-hop claim judged on every hop: `judge(hop)` → (Decision, parts, text) where the
     reference learns the task, `not run` (why) where it does not; then all hops together."""
-    decs, parts, texts, missing = {}, {}, [], []
+    decs, parts, texts, missing, wants = {}, {}, [], [], []
     for hop, ref in _hops(F, S).items():
-        dec, hop_parts, text = judge(hop)
+        dec, hop_parts, text, *want = judge(hop)
         texts.append(text)
         if ref < REF_MIN:
             decs[hop] = Decision(NOT_RUN, _ref_missing(hop, ref))
@@ -401,10 +401,15 @@ def _every_hop(cid: str, F, S, judge, control: str) -> Claim:
         else:
             decs[hop] = dec
             parts.update({f"{hop}: {k}": v for k, v in hop_parts.items()})
+            wants += [f"{hop}: {w}" for w in want if w and dec.verdict == INCONCLUSIVE]
     dec = all_of(decs)
-    if len(decs) == 1 and parts:  # one hop with stated parts: its parts decide (partly too)
+    run = [h for h, d in decs.items() if d.verdict != NOT_RUN]
+    if len(run) == 1 and parts:  # one hop judged, with stated parts: its parts decide
         dec = combine(parts)
-    needs = "; ".join(missing) if dec.verdict == NOT_RUN else f"≥ {MIN_SEEDS} seeds per hop"
+        dec = Decision(dec.verdict, dec.reason + "".join(
+            f"; {h}: not run ({d.reason})" for h, d in decs.items() if h not in run))
+    needs = ("; ".join(missing) if dec.verdict == NOT_RUN else "; ".join(wants + missing)
+             or f"more than {S['hop_seeds']} seed(s) per hop (at least {MIN_SEEDS})")
     return decided(cid, dec, parts=parts if dec.verdict == PARTLY else {}, measured="; ".join(texts),
                    control=control, needs=needs, scale=_scale(S))
 
@@ -446,9 +451,13 @@ def claim_khop_random_mlp(F, S) -> Claim:
         base = _acc(F, hop, "random", "+residual+LN")
         mlp = _acc(F, hop, "random", "+residual+LN+MLP")
         d, lo, hi = stats.paired_interval(mlp, base)
+        sd = float(np.std(np.subtract(mlp, base), ddof=1)) if len(base) > 1 else float("nan")
+        n = stats.n_to_resolve(sd, d)
         return (needs_seeds(effect(lo, hi, what="gain"), len(base)), {},
                 f"{hop}, random UT: {_mean(base):.1%} → {_mean(mlp):.1%} with frozen random "
-                f"MLPs ({d:+.1%})")
+                f"MLPs ({d:+.1%})",
+                f"≈ {n} seeds to resolve a gain of {d:+.1%} at the spread seen (s.d. "
+                f"{sd:.1%} over {len(base)} seeds)" if n else "")
 
     return _every_hop("P2.khop-random-mlp", F, S, judge,
                       "the same random UT without MLPs, same seeds")
