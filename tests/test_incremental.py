@@ -160,6 +160,8 @@ def test_a_chapter_depends_only_on_the_modules_it_imports():
     assert {"verdicts/stats.py", "verdicts/__init__.py", "__init__.py"} <= names["03"]
     assert not any(n.startswith("chapters/ch05") for n in names["03"])
     assert "book/runner.py" not in names["03"]  # the build is no chapter's input
+    # nor the list of chapters: adding chapter 07 leaves chapters 01-06 fresh
+    assert "chapters/__init__.py" not in names["03"] | names["05"]
 
 
 def test_the_library_digest_reads_code_not_comments_or_the_settings_table():

@@ -31,10 +31,11 @@ from nlbudget.assets.downloads import sha256
 from nlbudget.book import exercises, profiles
 from nlbudget.verdicts import results
 
-#: Modules no chapter imports (the build, the command line, the exercises' checks): editing
-#: them reruns no chapter.
+#: Modules no chapter imports (the build, the command line, the exercises' checks), and the
+#: list of chapters (`chapters/__init__.py`: adding a chapter changes no other chapter's run):
+#: editing them reruns no chapter.
 NOT_CHAPTER_INPUTS = ("book/build.py", "book/exercises.py", "book/launch.py", "book/plan.py",
-                      "book/runner.py", "cli.py", "teaching/checks.py")
+                      "book/runner.py", "chapters/__init__.py", "cli.py", "teaching/checks.py")
 
 
 def _sha(data: bytes) -> str:
