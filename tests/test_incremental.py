@@ -183,6 +183,20 @@ def test_the_library_digest_reads_code_not_comments_or_the_settings_table():
     assert plan.code("def f():\n    SETTINGS = 1\n") != plan.code("def f():\n    SETTINGS = 2\n")
 
 
+def test_a_chapter_reads_only_its_own_rows_of_the_claims_file(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    csv = tmp_path / "data" / "claims.csv"
+    monkeypatch.setattr(paths, "shipped", lambda: tmp_path)
+    head = "id,part,chapter,kind,claim\n"
+    csv.write_text(head + "P1.a,I,01,paper,x\nP2.b,III,05,paper,y\n")
+    one, five = plan.data_digest("01"), plan.data_digest("05")
+    assert plan.claims_rows("01").decode() == head + "P1.a,I,01,paper,x\n"
+    csv.write_text(head + "P1.a,I,01,paper,x\nP2.b,III,05,paper,y\nB.c,V,07,book,z\n")
+    assert (plan.data_digest("01"), plan.data_digest("05")) == (one, five)  # a new chapter's row
+    csv.write_text(head + "P1.a,I,01,paper,x (reworded)\nP2.b,III,05,paper,y\n")
+    assert plan.data_digest("01") != one and plan.data_digest("05") == five
+
+
 def test_one_thread_chapters_run_side_by_side_after_what_they_read():
     order = plan.schedule()
     light = [k for k in order if plan.threads(k) == 1]

@@ -1,9 +1,10 @@
 """The build's first step: what is stale, in what order (`make` → a `Plan`, which the runner,
 the stage and the render steps receive and never recompute).
 
-A chapter's *inputs* are its notebook, the library (the modules of `nlbudget` its notebook and
-its chapter module import, and what those import in turn), the data files it reads (`data/claims.csv`,
-`data/reference/`, `data/corpora/`), its settings at the profile (seed included), the Python
+A chapter's *inputs* are its notebook, the library (the code of the modules of `nlbudget` its
+notebook and its chapter module import, and what those import in turn: `code`), the data it
+reads (its rows of `data/claims.csv`, `data/reference/`, `data/corpora/`), its settings at the
+profile (seed included), the Python
 and package versions, and the results files of the chapters it reads (its module's `READS`).
 An exercise notebook's are its notebook, the library and its checks, the versions and its
 chapter's results file. After a successful run, a step's record (`<build>/<profile>/chapters/`
@@ -150,12 +151,21 @@ def library_digest(key: str, notebook: Path | None = None) -> str:
     return h.hexdigest()
 
 
-def data_digest() -> str:
+def claims_rows(key: str) -> bytes:
+    """The lines of `data/claims.csv` chapter `key` writes (its header and the rows whose
+    `chapter` is `key`): adding another chapter's claims reruns no chapter."""
+    lines = (paths.shipped() / "data" / "claims.csv").read_bytes().splitlines(keepends=True)
+    col = lines[0].decode().rstrip("\r\n").split(",").index("chapter")
+    return b"".join(lines[:1] + [ln for ln in lines[1:]
+                                 if ln.decode().split(",")[col:col + 1] == [key]])
+
+
+def data_digest(key: str) -> str:
+    """The data chapter `key` reads: its rows of `data/claims.csv` (`claims_rows`), the
+    author's reference files (`data/reference/`) and the shipped corpora (`data/corpora/`)."""
     root = paths.shipped() / "data"
-    files = [root / "claims.csv", *sorted((root / "reference").rglob("*")),
-             *sorted((root / "corpora").rglob("*"))]
-    h = hashlib.sha256()
-    for f in files:
+    h = hashlib.sha256(b"claims.csv\0" + claims_rows(key))
+    for f in [*sorted((root / "reference").rglob("*")), *sorted((root / "corpora").rglob("*"))]:
         if f.is_file():
             h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
@@ -209,7 +219,7 @@ def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
     return {
         "notebook": file_sha(profiles.notebook_path(key)),
         "library": library_digest(key),
-        "data": data_digest(),
+        "data": data_digest(key),
         "settings": profiles.validate(key, profile=profile, seed=seed),
         "versions": versions(),
         "reads": {profiles.chapter(d).stem: file_sha(results.results_path(
