@@ -93,6 +93,16 @@ WRONG_FUNCTIONS = {
         lambda d, k: 0,
         lambda d, k: 4 * d * k,  # biases and the gate forgotten
     ],
+    "random_feature_map": [
+        lambda x, A, mu, s, c: torch.zeros(x.shape[0], x.shape[1] + A.shape[1], dtype=x.dtype),
+        lambda x, A, mu, s, c: F.silu((x - mu) @ A / s + c),  # x itself left out
+        lambda x, A, mu, s, c: torch.cat([x, F.silu(x @ A / s + c)], -1),  # not centred
+    ],
+    "spearman": [
+        lambda x, y: 0.0,
+        lambda x, y: float(torch.corrcoef(torch.stack([torch.as_tensor(x),
+                                                         torch.as_tensor(y)]))[0, 1]),  # Pearson
+    ],
 }
 
 
@@ -142,6 +152,7 @@ FIGURES = {  # the shapes of the chapters' figures, with made-up values for thes
     "05": {"width_per_d": {"4": [17, 145, 1025, 6625, 40625, 240625, 1390625]}},
     "06": {"studies": {"m": {"base": {"step0_identical": True},
                              "lora": {"step0_identical": True}}}},
+    "07": {"measured": {"per_layer": [{"recovered": r} for r in (0.1, 0.4, 0.5, None)]}},
 }
 
 PREDICTIONS = {  # check: (right, [wrong but well-formed], [malformed])
@@ -152,6 +163,7 @@ PREDICTIONS = {  # check: (right, [wrong but well-formed], [malformed])
     "predict_flop_ratio": (8, [3, 7.5], [-1, "8"]),
     "predict_width_explodes": (7, [6, 8], [0, 7.0]),
     "predict_step0_changes": (set(), [{"lora"}, {"pre", "skip"}], ["none", {"adapter"}]),
+    "predict_rf_recovers": (True, [False], ["yes", 0.4]),
 }
 
 

@@ -24,7 +24,7 @@ def test_run_order_puts_what_is_read_first():
         for d in plan.reads(k):
             assert order.index(d) < order.index(k)
     assert "03" in plan.reads("02")  # chapter 02 overlays chapter 03's costs
-    assert plan.dependants("03") == ["02"]
+    assert plan.dependants("03") == ["02", "07"]  # and chapter 07 reads every lens
     assert plan.dependants("05") == []
 
 
@@ -95,7 +95,7 @@ def test_editing_a_notebook_reruns_it_and_its_dependants_only(checkout, stub_run
     nb.write_text(json.dumps(doc))
     assert plan.status("03", "smoke", 0, stub_runs[2], stub_runs[3]) == "changed: notebook"
     ran, _, _ = _run(stub_runs)
-    assert ran == ["03", "02"]  # chapter 02 reads chapter 03's results
+    assert ran == ["03", "02", "07"]  # chapters 02 and 07 read chapter 03's results
     nb = checkout / "notebooks" / f"{profiles.chapter('05').stem}.ipynb"
     nb.write_text(nb.read_text().replace("Dyck", "Dyck "))
     assert _run(stub_runs)[0] == ["05"]
@@ -117,7 +117,7 @@ def test_a_failed_run_never_leaves_a_chapter_fresh(checkout, stub_runs):
         _run(stub_runs)
     assert plan.status("04", "smoke", 0, res, bld) == "its last run did not finish"
     fake.fail = None
-    assert _run(stub_runs)[0] == ["04"]
+    assert _run(stub_runs)[0] == ["04", "07"]  # chapter 07 reads chapter 04's results
 
 
 def test_a_deleted_or_edited_output_is_not_fresh(checkout, stub_runs):
@@ -126,7 +126,7 @@ def test_a_deleted_or_edited_output_is_not_fresh(checkout, stub_runs):
     results.results_path(profiles.chapter("06").stem, "smoke", res).unlink()
     assert plan.status("06", "smoke", 0, res, bld) == "its results file is missing or changed"
     (bld / "smoke" / "chapters" / f"{profiles.chapter('01').stem}.ipynb").write_text("{}")
-    assert sorted(_run(stub_runs)[0]) == ["01", "06"]
+    assert sorted(_run(stub_runs)[0]) == ["01", "06", "07"]  # 07 reads the new 06 results
 
 
 def test_force_reruns_everything(checkout, stub_runs):

@@ -83,7 +83,8 @@ def test_gate_list_and_shared_pair_settings():
 def test_chapters_in_reading_order():
     stems = [c.stem for c in profiles.CHAPTERS.values()]
     assert stems == ["01_gated_mlp_symmetry", "02_does_symmetry_matter", "03_linear_surrogates",
-                     "04_adaptive_gating", "05_fixed_universal", "06_preprojection_probes"]
+                     "04_adaptive_gating", "05_fixed_universal", "06_preprojection_probes",
+                     "07_budget_atlas"]
     for key, c in profiles.CHAPTERS.items():
         assert c.stem.startswith(key) and c.load().STEM == c.stem
 

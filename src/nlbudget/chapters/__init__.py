@@ -12,4 +12,5 @@ without loading torch; a chapter's module loads when its settings or study are a
 """
 
 MODULES = ("ch01_gated_mlp_symmetry", "ch02_does_symmetry_matter", "ch03_linear_surrogates",
-           "ch04_adaptive_gating", "ch05_fixed_universal", "ch06_preprojection_probes")
+           "ch04_adaptive_gating", "ch05_fixed_universal", "ch06_preprojection_probes",
+           "ch07_budget_atlas")

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from nlbudget import (bilinear, evaluation, gating, preprojection, surrogates, symmetry, tasks,
-                      universal)
+from nlbudget import (bilinear, evaluation, gating, preprojection, random_features, surrogates,
+                      symmetry, tasks, universal)
 from nlbudget.book import profiles
 from nlbudget.verdicts import results, stats
 
@@ -469,3 +469,48 @@ def predict_step0_changes(predicted, profile: str, results_dir=None) -> None:
                 if r.get("step0_identical") is False}
     return check_prediction("outputs changed at step 0", set(predicted), measured, profile,
                             f"(checked on {', '.join(studies)}.)")
+
+
+# ------------------------------------------------------------------ Part V: chapter 07
+
+def _rf_case(s, n=9, d=5, m=7):
+    A, c = _randn(d, m, seed=90 + s) / d ** 0.5, _randn(m, seed=95 + s)
+    x = _randn(n, d, seed=80 + s) * (1 + s)
+    mu = x.mean(0)
+    return x, A, mu, ((x - mu) @ A).std(0), c
+
+
+def random_feature_map(student) -> None:
+    """Exercise 7.1: the features [x, σ((x − μ)A/s + c)] of P2's lens (σ: SiLU)."""
+    def ref(x, A, mu, sd, c):
+        lin = surrogates.LinearSurrogate(torch.zeros(A.shape[0] + A.shape[1], 1,
+                                                     dtype=x.dtype), torch.zeros(1))
+        return random_features.RandomFeatureSurrogate(A, mu, sd, c, lin).features(x)
+    cases = [(f"x of shape (9, 5), width 7, seed {s}", _rf_case(s)) for s in range(3)]
+    return check_function("random feature map", lambda *a: student(*(t.clone() for t in a)),
+                          ref, cases)
+
+
+def spearman(student) -> None:
+    """Exercise 7.2: Spearman's ρ of two lenses across layers (no ties)."""
+    from scipy import stats as sps
+
+    cases = []
+    for s, n in enumerate((30, 12, 5)):
+        x, y = _randn(n, seed=60 + s), _randn(n, seed=65 + s)
+        cases.append((f"{n} layers, seed {s}", (x, y + (0.5 * s) * x)))
+    return check_function("Spearman ρ", lambda x, y: float(student(x.numpy(), y.numpy())),
+                          lambda x, y: float(sps.spearmanr(x.numpy(), y.numpy()).statistic),
+                          cases, atol=1e-9, rtol=1e-9)
+
+
+def predict_rf_recovers(predicted, profile: str, results_dir=None) -> None:
+    """Exercise 7.3: does the median layer's random-feature surrogate recover more than a
+    quarter of what its linear surrogate costs?"""
+    if not isinstance(predicted, bool):
+        raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
+    rows = chapter_results("07", profile, results_dir)["figures"]["measured"]["per_layer"]
+    rec = sorted(r["recovered"] for r in rows if r["recovered"] is not None)
+    median = rec[len(rec) // 2] if len(rec) % 2 else (rec[len(rec) // 2 - 1] + rec[len(rec) // 2]) / 2
+    return check_prediction("random features recover > 25 % at the median layer", predicted,
+                            median > 0.25, profile, f"Median share recovered: {median:+.0%}.")

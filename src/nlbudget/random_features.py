@@ -1,0 +1,81 @@
+"""P2's lens on an MLP layer: how much of its nonlinearity does a *fixed, untrained*
+nonlinearity recover?
+
+Fixed universal transformers are programmed only through their inputs: their weights are
+random and stay so. The same question, asked of one MLP layer of a trained model: replace the
+MLP by a frozen random nonlinearity of the MLP's own width, and fit only its read-out, in
+closed form, by P3's ridge estimator (as `surrogates.fit_ridge`, λ = 0.01, float64):
+
+    f̂(x) = [x, σ(z(x))] W + b,    z(x) = (x − μ) A / s + c,
+
+with A a d × m Gaussian matrix (m = the MLP's hidden width), μ the inputs' mean, s each unit's
+spread on the fit tokens (so every unit is in σ's curved range), c a random offset per unit, and
+σ the model's own activation (SiLU for SmolLM2). The linear surrogate is nested in it (the
+read-out sees x itself), so on the fit tokens it can only do better; the cost of the layer with
+`RandomFeatureSurrogate` against the cost with the linear surrogate is what the random
+nonlinearity buys on held-out tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from nlbudget.surrogates import RIDGE_LAMBDA, LinearSurrogate
+
+
+class RandomFeatureSurrogate(nn.Module):
+    """f̂(x) = [x, σ((x − μ) A / s + c)] W + b: a frozen random feature map of width m and a
+    fitted linear read-out (a `LinearSurrogate` on the d + m features)."""
+
+    def __init__(self, A: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, c: torch.Tensor,
+                 readout: LinearSurrogate, activation=F.silu):
+        super().__init__()
+        for name, t in (("A", A), ("mu", mu), ("s", s), ("c", c)):
+            self.register_buffer(name, t)
+        self.readout, self.activation = readout, activation
+
+    @property
+    def width(self) -> int:
+        return self.A.shape[1]
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.A.dtype)
+        z = ((x - self.mu) @ self.A) / self.s + self.c
+        return torch.cat([x, self.activation(z)], dim=-1)
+
+    def forward(self, x):  # (..., d) -> (..., d_out)
+        return self.readout(self.features(x)).to(x.dtype)
+
+
+def fit_random_features(X: torch.Tensor, Y: torch.Tensor, width: int, seed: int = 0,
+                        lam: float = RIDGE_LAMBDA, activation=F.silu,
+                        dtype: torch.dtype = torch.float32) -> RandomFeatureSurrogate:
+    """Draw the feature map from `seed` (A, c: standard Gaussian; A scaled by 1/√d), set μ and
+    s from the fit inputs `X` (N, d), and fit the read-out to `Y` (N, d_out) by ridge."""
+    g = torch.Generator().manual_seed(seed)
+    X64 = X.to(torch.float64)
+    d = X64.shape[1]
+    A = torch.randn(d, width, generator=g, dtype=torch.float64) / d ** 0.5
+    c = torch.randn(width, generator=g, dtype=torch.float64)
+    mu = X64.mean(0)
+    s = ((X64 - mu) @ A).std(0).clamp_min(1e-12)
+    rf = RandomFeatureSurrogate(A, mu, s, c, LinearSurrogate(torch.zeros(d + width, 1),
+                                                             torch.zeros(1)), activation)
+    with torch.no_grad():
+        rf.readout = ridge_readout(rf.features(X64), Y.to(torch.float64), lam)
+    return rf.to(dtype)
+
+
+def ridge_readout(Phi: torch.Tensor, Y: torch.Tensor, lam: float) -> LinearSurrogate:
+    """P3's ridge estimator (`surrogates.fit_ridge`: centred data, λ on the Gram matrix) for a
+    read-out of d + m features, solved by Cholesky: (ΦcᵀΦc + λI) W = ΦcᵀYc, b = ȳ − φ̄W. The
+    Gram matrix is positive definite for λ > 0, and a Cholesky solve is a small fraction of
+    an eigendecomposition of the same matrix."""
+    p_mean, y_mean = Phi.mean(0), Y.mean(0)
+    Pc = Phi - p_mean
+    G = Pc.T @ Pc
+    G.diagonal().add_(lam)
+    W = torch.cholesky_solve(Pc.T @ (Y - y_mean), torch.linalg.cholesky(G))
+    return LinearSurrogate(W, y_mean - p_mean @ W)
