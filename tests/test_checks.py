@@ -152,7 +152,8 @@ FIGURES = {  # the shapes of the chapters' figures, with made-up values for thes
     "05": {"width_per_d": {"4": [17, 145, 1025, 6625, 40625, 240625, 1390625]}},
     "06": {"studies": {"m": {"base": {"step0_identical": True},
                              "lora": {"step0_identical": True}}}},
-    "07": {"measured": {"per_layer": [{"recovered": r} for r in (0.1, 0.4, 0.5, None)]}},
+    "07": {"measured": {"per_layer": [{"r2_linear": a, "r2_rf": b}
+                                      for a, b in ((0.5, 0.6), (0.9, 0.9), (0.2, 0.7))]}},
 }
 
 PREDICTIONS = {  # check: (right, [wrong but well-formed], [malformed])
@@ -163,7 +164,7 @@ PREDICTIONS = {  # check: (right, [wrong but well-formed], [malformed])
     "predict_flop_ratio": (8, [3, 7.5], [-1, "8"]),
     "predict_width_explodes": (7, [6, 8], [0, 7.0]),
     "predict_step0_changes": (set(), [{"lora"}, {"pre", "skip"}], ["none", {"adapter"}]),
-    "predict_rf_recovers": (True, [False], ["yes", 0.4]),
+    "predict_rf_fits_better": (True, [False], ["yes", 1]),
 }
 
 
