@@ -326,4 +326,6 @@ def glue(F: dict) -> dict:
             "rf_median_recovered": f"{np.median(rec):+.0%}",
             "lin_median": f"{np.median([r['linear'] for r in rows]):+.2%}",
             "rf_median": f"{np.median([r['rf'] for r in rows]):+.2%}",
+            "r2_gain_median": f"{np.median([r['r2_rf'] - r['r2_linear'] for r in rows]):+.3f}",
+            "r2_lin_median": f"{np.median([r['r2_linear'] for r in rows]):.3f}",
             "n_layers": str(len(rows))}
