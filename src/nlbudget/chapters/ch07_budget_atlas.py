@@ -22,7 +22,7 @@ from scipy import stats as sps
 from nlbudget import random_features, surrogates, timing
 from nlbudget.capture import MLPCapture, mlps
 from nlbudget.chapters import ch03_linear_surrogates as ch03
-from nlbudget.evaluation import batches, bootstrap_cost
+from nlbudget.evaluation import batches, bootstrap_cost, perplexity
 from nlbudget.verdicts import results, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim,
                                       Decision, decided, share_of)
@@ -129,7 +129,7 @@ def measure(model, spans: dict, S: dict, progress=None) -> dict:
     for l in range(L):
         rf_nll = torch.stack([ev.linear[f"rf{s}"][l] for s in rf_draws(S)]).mean(0)
         c_lin = ev.cost("linear", l)
-        c_rf = float(math.exp(rf_nll.double().mean() - ev.baseline.double().mean()) - 1)
+        c_rf = perplexity(rf_nll) / perplexity(ev.baseline) - 1  # as `Sweep.cost`
         rows.append({"layer": l, "r2_linear": r2[l], "r2_rf": r2_rf[l], "linear": c_lin, "rf": c_rf,
                      "recovered": 1 - c_rf / c_lin if c_lin > 0 else None,
                      "rf_vs_linear_ci_family": bootstrap_cost(ev.linear["linear"][l], rf_nll,
@@ -186,8 +186,8 @@ def lenses(measured: dict, S: dict, results_dir=None) -> dict:
         out["skip use"] = [u["ppl_change"] for u in sorted(abl, key=lambda u: u["layer"])]
     except (TypeError, KeyError):
         out["skip use"] = None
-    return {k: {"values": v, "source": f"chapter {ch} ({S['profile']})", "high": high}
-            for (k, ch, high) in LENSES for v in [out[k]]}
+    return {k: {"values": out[k], "source": f"chapter {ch} ({S['profile']})", "high": high}
+            for k, ch, high in LENSES}
 
 
 def atlas_table(F: dict) -> pd.DataFrame:
