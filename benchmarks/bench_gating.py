@@ -18,22 +18,11 @@ exactly f of the tokens: routing cost does not depend on *which* tokens are rout
 """
 
 import torch
-from torch import nn
 
-from common import parser, timed
+from common import model_and_windows, parser, random_gate, timed
 from nlbudget import capture, gating, surrogates
-from nlbudget.assets import corpora, models
 
 
-
-
-def random_gate(d, seed):
-    g = torch.Generator().manual_seed(seed)
-    net = nn.Linear(d, 1)
-    with torch.no_grad():
-        net.weight.copy_(torch.randn(1, d, generator=g))
-        net.bias.zero_()
-    return gating.Gate(torch.zeros(d), torch.ones(d), net, "linear", d + 1)
 
 
 def main():
@@ -43,11 +32,7 @@ def main():
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"batch {args.windows} × {args.length}, bfloat16")
-    model, tok = models.load(args.model, dtype=torch.bfloat16)
-    text = corpora.load("pydocs")
-    ids = corpora.token_windows(text.text("validation"), tok, args.length, args.windows)
-    fit = corpora.token_windows(text.text("train"), tok, args.length, 2 * args.windows)
-    fits, _ = surrogates.fit_layers(model, fit, skip_first=True, dtype=torch.bfloat16)
+    model, ids, fits = model_and_windows(args, torch.bfloat16)
     mlp = capture.mlps(model)
     L, d = len(mlp), model.config.hidden_size
     with capture.MLPCapture(model, layers=[args.layer], max_tokens=ids.numel()) as cap, \

@@ -1,0 +1,79 @@
+"""Benchmark for Part V (prints figures; not a test): does the budget chapter 07 chose save the
+wall-clock its FLOPs promise?
+
+Reads chapter 07's results at a profile (`data/results/<profile>/07_budget_atlas.json`): for
+each budget, which layers are linear and which gated, and the share of tokens each gate routed
+on the held-out windows. Rebuilds those models — ridge surrogates fit here, and for each gated
+layer a d+1 gate with a random direction whose threshold routes the recorded share (what a
+route costs does not depend on *which* tokens it picks) — and times each against the original
+in one process (`budget.realized`: float32, 2 threads, batch 1 and `--windows`, the median of
+`--repeats` rounds, each saving against the original timed in the same round). For
+comparison, the model with every layer gated at half its tokens, and with every layer linear
+(no routing to pay for: how much of the MLPs' FLOP share turns into wall-clock at all). A
+saving of a few percent is within the timing's spread on a shared machine: raise `--repeats`.
+
+    python benchmarks/bench_budget.py [--profile ci] [--windows 8] [--length 256] [--repeats 5]
+"""
+
+import torch
+
+from common import model_and_windows, parser, random_gate
+from nlbudget import budget, capture, gating, surrogates
+from nlbudget.chapters import ch07_budget_atlas as ch07
+from nlbudget.verdicts import results
+
+
+def build(model, fits, xs, states: dict, routed: dict, T: int):
+    """{layer: module} for {layer: state}, and the share of forward FLOPs it removes."""
+    mlp, fl = capture.mlps(model), gating.flops_per_token(model, T)
+    mods, gone = {}, 0.0
+    for l, s in states.items():
+        if s == "linear":
+            mods[l] = surrogates.KeepFirst(mlp[l], fits[l])
+        else:
+            gate = random_gate(model.config.hidden_size, l)
+            with torch.no_grad():
+                thr = gating.threshold_for_fraction(gate(xs[l][:, 1:]), routed[l])
+            mods[l] = gating.HybridMLP(mlp[l], fits[l], gate, thr)
+        gone += ch07.removed(fl, s, routed.get(l, 0.0), T)
+    return mods, gone / fl.total
+
+
+def main():
+    ap = parser(repeats=5)
+    ap.add_argument("--profile", default="ci")
+    args = ap.parse_args()
+    rec = results.read(ch07.STEM, args.profile)
+    checks = rec["figures"]["budget"]["checks"]
+    print(f"torch {torch.__version__}, float32, 2 threads; budgets from chapter 07 at "
+          f"{args.profile!r} (commit {str(rec['environment'].get('git', {}).get('commit'))[:10]})")
+    model, ids, fits = model_and_windows(args, torch.float32)
+    L = len(fits)
+    with capture.MLPCapture(model, max_tokens=ids.numel()) as cap, torch.no_grad():
+        model(input_ids=ids)
+    xs = {l: cap[f"layers.{l}.mlp.in"].view(*ids.shape, -1) for l in range(L)}
+    configs = {}
+    for b, c in checks.items():
+        states = {int(l): s for l, s in c["layers"].items()}
+        routed = {int(l): r for l, r in c["routed"].items()}
+        if states:
+            configs[f"budget {float(b):.0%} ({c['n_linear']} linear, {c['n_gated']} gated)"] = \
+                build(model, fits, xs, states, routed, args.length)
+    configs["every layer gated, 1/2 routed"] = build(
+        model, fits, xs, {l: "gated" for l in range(L)}, {l: 0.5 for l in range(L)},
+        args.length)
+    configs["every layer linear"] = build(model, fits, xs, {l: "linear" for l in range(L)}, {},
+                                          args.length)
+    rows = budget.realized(model, configs, {1: ids[:1], args.windows: ids}, args.repeats,
+                           replace=surrogates.replaced)
+    print(f"\n{'configuration':<38} {'batch':>5} {'orig tok/s':>10} {'budget tok/s':>12} "
+          f"{'realized':>9} {'predicted':>10} {'ratio':>6}")
+    for r in rows:
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        print(f"{r['config']:<38} {r['batch']:>5} {r['full_tps']:>10,.0f} "
+              f"{r['budget_tps']:>12,.0f} {r['realized']:>9.1%} {r['predicted']:>10.1%} "
+              f"{ratio:>6}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Part V's budget (`nlbudget.budget`): the greedy path over full / gated / linear per layer,
+the choice under a budget, and the bookkeeping of realized against predicted savings."""
+
+import contextlib
+
+import pytest
+import torch
+
+from nlbudget import budget, gating
+from nlbudget.budget import Option
+from nlbudget.chapters import ch07_budget_atlas as ch07
+
+
+def test_the_greedy_path_takes_the_cheapest_cost_per_flop_first():
+    opts = [Option(0, "gated", 0.010, 2.0), Option(0, "linear", 0.050, 4.0),
+            Option(1, "gated", -0.002, 2.0), Option(1, "linear", 0.004, 4.0),
+            Option(2, "gated", 0.030, 1.0), Option(2, "linear", 0.030, 4.0)]
+    path = budget.greedy_path(opts)
+    # layer 1 gated lowers the cost: first; then 1 → linear (+0.006 for 2 FLOPs = 0.003);
+    # then 0 gated (0.005 per FLOP) and 2 linear (0.0075); 0 → linear (0.02) last
+    assert [(o.layer, o.state) for o in path] == [(1, "gated"), (1, "linear"), (0, "gated"),
+                                                 (2, "linear"), (0, "linear")]
+    # 2 never passes through its gated state: the move to linear is cheaper per FLOP
+    assert all(not (o.layer == 2 and o.state == "gated") for o in path)
+    end = budget.configuration(path, len(path))
+    assert {l: o.state for l, o in end.items()} == {0: "linear", 1: "linear", 2: "linear"}
+    assert budget.configuration(path, 1) == {1: opts[2]}
+    assert budget.configuration(path, 0) == {}
+
+
+def test_a_state_that_removes_nothing_more_is_never_a_move():
+    # a gate routing so few tokens that it removes no FLOPs: only the linear move remains
+    path = budget.greedy_path([Option(0, "gated", 0.0, -1.0), Option(0, "linear", 0.2, 3.0)])
+    assert [o.state for o in path] == ["linear"]
+
+
+def test_the_budget_keeps_the_longest_prefix_under_it_as_measured():
+    costs = [0.001, -0.002, 0.008, 0.012, 0.009, 0.04, 0.03, 0.2]  # costs compound, unevenly
+    assert budget.longest_under(costs, 0.01) == 5  # after 0.012 at move 4, 0.009 at move 5
+    assert budget.longest_under(costs, 0.05) == 7
+    assert budget.longest_under([0.02, 0.03], 0.01) == 0  # nothing fits: the original model
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class Toy(torch.nn.Module):
+    """A 'model' whose forward pass advances a fake clock by the time of what is installed."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock, self.installed, self.calls = clock, {}, 0
+
+    def forward(self, input_ids):
+        self.calls += 1
+        jitter = 0.5 if self.calls % 7 == 0 else 0.0  # an outlier the median ignores
+        self.clock.t += input_ids.numel() * (1.0 - 0.1 * len(self.installed)) + jitter
+
+
+def test_realized_saving_against_the_prediction(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(budget.time, "perf_counter", clock)
+    model = Toy(clock)
+
+    @contextlib.contextmanager
+    def replace(m, mods):
+        m.installed = mods
+        yield m
+        m.installed = {}
+
+    threads = torch.get_num_threads()
+    rows = budget.realized(model, {"two": ({0: None, 1: None}, 0.25),
+                                   "one": ({0: None}, lambda: 0.2)},
+                           {1: torch.zeros(1, 10), 4: torch.zeros(4, 10)}, repeats=5,
+                           threads=1, replace=replace)
+    assert torch.get_num_threads() == threads  # restored
+    assert model.calls == 2 * 3 * 6  # 2 batches × 3 models × (warm-up + 5 rounds)
+    by = {(r["config"], r["batch"]): r for r in rows}
+    assert by["two", 1]["realized"] == pytest.approx(0.2)
+    assert by["two", 1]["ratio"] == pytest.approx(0.8)
+    assert by["one", 4]["realized"] == pytest.approx(0.1)
+    assert by["one", 4]["predicted"] == 0.2 and by["one", 4]["ratio"] == pytest.approx(0.5)
+    assert by["two", 4]["full_tps"] == pytest.approx(1.0)
+    assert by["two", 4]["budget_tps"] == pytest.approx(1 / 0.8)
+
+
+def test_the_flops_a_state_removes():
+    fl = gating.Flops(mlp=1000, surrogate=100, gate=10, blocks=50_000, head=10_000)
+    assert ch07.removed(fl, "full", 0.0, 100) == 0.0
+    # keep-first: the surrogate everywhere, the MLP on 1 position of 100
+    assert ch07.removed(fl, "linear", 0.0, 100) == pytest.approx(1000 - 10 - 100)
+    # gated: the routed share swaps MLP for surrogate; the gate runs on every token
+    assert ch07.removed(fl, "gated", 0.5, 100) == pytest.approx(0.5 * 900 - 10)
+    assert ch07.removed(fl, "gated", 0.5, 100) == pytest.approx(fl.saved([0.5]) * fl.total)
