@@ -67,6 +67,36 @@ WRONG_FUNCTIONS = {
         lambda s, f: 0.0,
         lambda s, f: float(torch.quantile(s.double(), f)),  # fraction below, not above
     ],
+    "passing_pair": [
+        lambda d: (torch.zeros(d), torch.ones(d)),  # trivially zero: compares nothing
+        lambda d: (torch.ones(d), 2 * torch.ones(d)),  # parallel, not equal
+        lambda d: (torch.ones(d), -torch.ones(d)),
+    ],
+    "decide": [
+        lambda g, s, m: "inconclusive",
+        # unpaired: the two groups' means with a Welch interval
+        lambda g, s, m: __import__("nlbudget.teaching.checks", fromlist=["_"])._verdict_of(
+            *__import__("nlbudget.verdicts.stats", fromlist=["_"]).welch_interval(s, g)[1:], m),
+        # no minimum effect: "not reproduced" only for a significant reversal
+        lambda g, s, m: __import__("nlbudget.teaching.checks", fromlist=["_"])._verdict_of(
+            *__import__("nlbudget.verdicts.stats", fromlist=["_"]).paired_interval(s, g)[1:],
+            0.0),
+    ],
+    "routing_costs": [
+        lambda d, s, f: (0.0, 0.0),
+        lambda d, s, f: (float(d[s.argsort(descending=True)[:round(f * len(d))]].mean()),
+                         float(f * d.mean())),  # per routed token, not per token of the text
+        lambda d, s, f: (float(d[s.argsort()[:round(f * len(d))]].sum() / len(d)),
+                         float(f * d.mean())),  # routes the lowest scores
+    ],
+    "program_dyck": [
+        lambda model, ids, y: None,  # no training
+        lambda model, ids, y: _train_everything(model, ids, y),
+    ],
+    "position_gap": [
+        lambda f, x, p: 0.0,
+        lambda f, x, p: float((f(x[:, p]) - f(x)).norm() / f(x).norm()),  # output not permuted
+    ],
     "causal_softmax": [
         lambda s: s.softmax(-1),  # no mask
         lambda s: s.masked_fill(torch.ones(s.shape[-1], s.shape[-1], dtype=torch.bool)
@@ -119,6 +149,51 @@ def test_function_check_rejects_wrong_answers(name, capsys):
     assert "✓" not in capsys.readouterr().out
 
 
+def _train_everything(model, ids, y, steps=30):
+    """A wrong program: every weight trained, the frozen transformer's included."""
+    for p in model.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for i in range(steps):
+        loss = F.cross_entropy(model(ids[:64]), y[:64].long())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+#: Correct answers other than the library's own: a check must accept them too.
+RIGHT_FUNCTIONS = {
+    "threshold_for_fraction": [
+        # read off the sorted scores: the (k+1)-th largest, k = round(f·n) scores above it
+        lambda s, f: float(s.sort(descending=True).values[round(f * len(s))])
+        if round(f * len(s)) < len(s) else float(s.min()) - 1,
+        # numpy's quantile, another interpolation
+        lambda s, f: float(__import__("numpy").quantile(s.numpy(), 1 - f, method="lower")),
+    ],
+    "passing_pair": [lambda d: (torch.full((d,), -0.5), torch.full((d,), -0.5)),
+                     lambda d: [list(range(1, d + 1))] * 2],
+    "decide": [lambda g, s, m: __import__("nlbudget.verdicts.claims", fromlist=["_"]).effect(
+        *__import__("nlbudget.verdicts.stats", fromlist=["_"]).t_interval(
+            [a - b for a, b in zip(s, g)])[1:], min_effect=m).verdict],
+    "routing_costs": [lambda d, s, f: (float(d[s.topk(round(f * len(d))).indices].sum())
+                                       / len(d), round(f * len(d)) / len(d) * float(d.mean()))],
+    "position_gap": [lambda f, x, p: torch.linalg.norm(f(x)[:, p] - f(x[:, p]))
+                     / torch.linalg.norm(f(x))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT_FUNCTIONS))
+def test_function_check_accepts_other_right_answers(name, capsys):
+    for fn in RIGHT_FUNCTIONS[name]:
+        getattr(checks, name)(fn)
+        assert "✓" in capsys.readouterr().out
+
+
+def test_a_known_wrong_answer_gets_its_hint():
+    with pytest.raises(checks.CheckFailed, match="fraction \*below\*"):
+        checks.threshold_for_fraction(lambda s, f: float(torch.quantile(s.double(), f)))
+
+
 def test_failure_names_the_largest_difference():
     with pytest.raises(checks.CheckFailed, match="largest difference: 1"):
         checks.perplexity(lambda nll: math.exp(float(nll.double().mean())) + 1)
@@ -165,6 +240,10 @@ PREDICTIONS = {  # check: (right, [wrong but well-formed], [malformed])
     "predict_width_explodes": (7, [6, 8], [0, 7.0]),
     "predict_step0_changes": (set(), [{"lora"}, {"pre", "skip"}], ["none", {"adapter"}]),
     "predict_rf_fits_better": (True, [False], ["yes", 1]),
+    "predict_linearity_by_scale": ({"gelu": "falls", "gated": "rises"},
+                                   [{"gelu": "rises", "gated": "falls"},
+                                    {"gelu": "falls", "gated": "falls"}],
+                                   [{"gelu": "falls"}, {"gelu": "down", "gated": "up"}, "falls"]),
 }
 
 

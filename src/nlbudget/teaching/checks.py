@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from nlbudget import (bilinear, evaluation, gating, preprojection, random_features, surrogates,
                       symmetry, tasks, universal)
 from nlbudget.book import profiles
-from nlbudget.verdicts import results, stats
+from nlbudget.verdicts import claims, results, stats
 
 
 class CheckFailed(AssertionError):
@@ -200,6 +200,44 @@ def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> Non
     return check_prediction("exchange symmetry", set(predicted), measured, profile, detail)
 
 
+def passing_pair(student) -> None:
+    """Exercise 1.5: nonzero q, k with which the gated form σ(q·x)(k·x) of the SiLU passes the
+    exchange test — its branches exchanged give the same output on every x."""
+    name = "passing_pair"
+    for d in (3, 8):
+        try:
+            q, k = (torch.as_tensor(v, dtype=torch.float64).flatten() for v in student(d))
+        except NotImplementedError:
+            raise
+        except Exception as e:
+            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for d = {d}: "
+                              f"{e}") from e
+        if q.shape != (d,) or k.shape != (d,):
+            raise CheckFailed(f"✗ {name}: wrong for d = {d}\n  what differs: shapes\n"
+                              f"  expected: two vectors of {d}\n  got:      {tuple(q.shape)}, "
+                              f"{tuple(k.shape)}")
+        x = _randn(200, d, seed=d)
+        a, b = x @ q, x @ k
+        y, y_ex = F.silu(a) * b, F.silu(b) * a
+        err = float((y - y_ex).norm() / y.norm()) if float(y.norm()) > 0 else math.nan
+        if float(q.norm()) == 0 or float(k.norm()) == 0 or not err < 1e-9:
+            if float(q.norm()) == 0 or float(k.norm()) == 0:
+                hint = ("with q or k zero both sides are σ(0)·0 = 0: the test then compares "
+                        "nothing. Find nonzero q and k")
+            elif abs(float(torch.nn.functional.cosine_similarity(q, k, dim=0))) > 1 - 1e-9:
+                hint = ("q and k point the same way, but with different lengths: σ(c·a)·a and "
+                        "σ(a)·c·a differ unless σ is linear — which multiple c is left?")
+            else:
+                hint = ("σ(a)b = σ(b)a for all a, b only holds for linear σ (exercise 1.5's "
+                        "proof); with the SiLU it can only hold when a = b for every x")
+            raise CheckFailed(f"✗ {name}: wrong for d = {d}\n  what differs: the exchange "
+                              f"error\n  expected: 0 with q, k ≠ 0\n  got:      {err:.3g} "
+                              f"(‖q‖ = {float(q.norm()):.3g}, ‖k‖ = {float(k.norm()):.3g})\n"
+                              f"  hint: {hint}")
+    print(f"✓ {name}: the SiLU passes the exchange test with your q, k (d = 3 and 8) — a "
+          "test that cannot tell this σ from a linear one")
+
+
 # ------------------------------------------------------------------ Part I: chapter 02
 
 def hidden_width(student) -> None:
@@ -248,6 +286,61 @@ def predict_gated_width(predict, profile: str, results_dir=None) -> None:
     detail = f"At d = {d}: " + ", ".join(f"{v} {r['hidden units']}" for v, r in table.items())
     return check_prediction(f"gated hidden units at d = {d}", got, measured, profile,
                             detail + ".")
+
+
+def _verdict_of(effect_lo, effect_hi, min_effect):
+    return claims.effect(effect_lo, effect_hi, min_effect=min_effect).verdict
+
+
+def _decide_reference(gated, symmetric, min_effect):
+    """The chapter's rule: the claim "the gated form has lower perplexity by at least
+    `min_effect`" on the paired interval of symmetric − gated over seeds."""
+    _, lo, hi = stats.paired_interval(symmetric, gated)
+    return _verdict_of(lo, hi, min_effect)
+
+
+#: Per-seed perplexities (gated, symmetric), min effect: one case per verdict and the traps.
+_DECIDE_CASES = [
+    ("a clear gain", ([40.1, 41.0, 39.6], [44.0, 45.2, 43.1], 1.0)),
+    ("a gain too small to count", ([40.1, 41.0, 39.6], [40.3, 41.1, 39.9], 1.0)),
+    ("seeds that differ more than the forms", ([35.0, 41.0, 47.0], [36.2, 42.3, 48.1], 0.5)),
+    ("a noisy gain", ([40.0, 43.0, 38.0], [41.0, 41.5, 42.0], 1.0)),
+    ("the symmetric form better", ([44.0, 45.2, 43.1], [40.1, 41.0, 39.6], 1.0)),
+]
+
+
+def decide(student) -> None:
+    """Exercise 2.4: the verdict on per-seed pairs — a paired interval over seeds, and a
+    minimum effect below which a gain does not count."""
+    name = "decide"
+    for desc, (g, sym, m) in _DECIDE_CASES:
+        want = _decide_reference(g, sym, m)
+        try:
+            got = student(list(g), list(sym), m)
+        except NotImplementedError:
+            raise
+        except Exception as e:
+            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for "
+                              f"{desc}: {e}") from e
+        if got == want:
+            continue
+        _, wlo, whi = stats.welch_interval(sym, g)
+        _, plo, phi = stats.paired_interval(sym, g)
+        hints = []
+        if got == _verdict_of(wlo, whi, m):
+            hints.append("the same seed trains both forms: difference the pairs first "
+                         "(a paired interval), not the two groups")
+        if got == _verdict_of(plo, phi, 0.0):
+            hints.append("a gain smaller than the minimum effect does not count: an interval "
+                         "that lies below it says `not reproduced`")
+        mean = float(sum(s - x for s, x in zip(sym, g)) / len(g))
+        if got == ("reproduced" if mean > m else "not reproduced"):
+            hints.append("decide on the interval, not on the mean alone")
+        raise CheckFailed(f"✗ {name}: wrong for {desc} (gated {g}, symmetric {sym}, minimum "
+                          f"effect {m})\n  expected: {want!r}\n  got:      {got!r}"
+                          + "".join(f"\n  hint: {h}" for h in hints))
+    print(f"✓ {name}: your verdicts agree with the book's rule on all {len(_DECIDE_CASES)} "
+          "cases")
 
 
 # ------------------------------------------------------------------ Part II: chapter 03
@@ -310,6 +403,42 @@ def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> None:
     return check_prediction("the pair uses its MLPs", predicted, measured, profile, detail)
 
 
+_SCALES = (0.03, 0.3, 3.0, 30.0)
+
+
+def _linearity_by_scale(kind: str, scales=_SCALES, d: int = 16, n: int = 64, N: int = 3000,
+                       seed: int = 0) -> list[float]:
+    """Exercise 3.5's experiment: R² on held-out inputs of a ridge surrogate fit to a random
+    MLP — "gelu": GELU(x W₁ᵀ) Vᵀ, "gated": (SiLU(x W₁ᵀ) ⊙ x W₂ᵀ) Vᵀ — for Gaussian inputs x
+    of each spread in `scales`."""
+    g = _gen(seed)
+    W1 = torch.randn(n, d, generator=g, dtype=torch.float64) / d ** 0.5
+    W2 = torch.randn(n, d, generator=g, dtype=torch.float64) / d ** 0.5
+    V = torch.randn(d, n, generator=g, dtype=torch.float64) / n ** 0.5
+    f = {"gelu": lambda x: F.gelu(x @ W1.T) @ V.T,
+         "gated": lambda x: (F.silu(x @ W1.T) * (x @ W2.T)) @ V.T}[kind]
+    out = []
+    for s in scales:
+        X, Xh = (torch.randn(N, d, generator=g, dtype=torch.float64) * s for _ in range(2))
+        sur = surrogates.fit_ridge(X, f(X), lam=1e-6 * s * s, dtype=torch.float64)
+        out.append(surrogates.r_squared(sur, Xh, f(Xh)))
+    return out
+
+
+def predict_linearity_by_scale(predicted, profile: str = "ci", results_dir=None) -> None:
+    """Exercise 3.5: as the inputs' spread grows from 0.03 to 30, does a linear surrogate's R²
+    rise or fall — for a GELU MLP, and for a gated (SiLU) MLP? Measured here, on the spot."""
+    if not (isinstance(predicted, dict) and set(predicted) == {"gelu", "gated"}
+            and set(predicted.values()) <= {"rises", "falls"}):
+        raise CheckFailed('a prediction is {"gelu": "rises" or "falls", "gated": "rises" or '
+                          f'"falls"}}, got {predicted!r}')
+    r2 = {k: _linearity_by_scale(k) for k in ("gelu", "gated")}
+    measured = {k: "rises" if v[-1] > v[0] else "falls" for k, v in r2.items()}
+    detail = "R² at spreads " + ", ".join(f"{s:g}" for s in _SCALES) + ": " + "; ".join(
+        f"{k} " + ", ".join(f"{x:.2f}" for x in v) for k, v in r2.items()) + "."
+    return check_prediction("linearity by scale", predicted, measured, profile, detail)
+
+
 # ------------------------------------------------------------------ Part II: chapter 04
 
 def _deltas():
@@ -348,11 +477,32 @@ def auc(student) -> None:
 
 
 def threshold_for_fraction(student) -> None:
-    """Exercise 4.3: the threshold with a given fraction of scores above it."""
-    cases = [(f"{n} scores, fraction {f}", (_randn(n, seed=n), f))
-             for n, f in ((100, 0.5), (37, 0.2), (64, 0.9), (10, 0.0))]
-    return check_function("threshold_for_fraction", lambda s, f: float(student(s, f)),
-                          gating.threshold_for_fraction, cases, atol=1e-9, rtol=1e-9)
+    """Exercise 4.3: the threshold with a given fraction of scores above it. Judged by what
+    the threshold does, not by its value: any t with ⌊f·n⌋ or ⌈f·n⌉ of the n scores above it
+    is right (`torch.quantile`'s interpolation and a threshold read off the sorted scores
+    both are), and the hint names the known wrong ones."""
+    name = "threshold_for_fraction"
+    cases = [(n, f) for n, f in ((100, 0.5), (37, 0.2), (64, 0.9), (10, 0.0))]
+    for n, f in cases:
+        scores = _randn(n, seed=n)
+        try:
+            t = float(student(scores.clone(), f))
+        except NotImplementedError:
+            raise
+        except Exception as e:
+            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for {n} "
+                              f"scores, fraction {f}: {e}") from e
+        above = int((scores > t).sum())
+        ok = {math.floor(f * n), math.ceil(f * n)}
+        if above not in ok:
+            hint = ("the fraction *below* your threshold is the one asked for: route where "
+                    "g > t, so take the (1 − f) quantile" if n - above in ok else
+                    "count how many scores lie above your threshold; it should be f·n")
+            raise CheckFailed(f"✗ {name}: wrong for {n} scores, fraction {f}\n"
+                              f"  what differs: how many scores lie above the threshold\n"
+                              f"  expected: {' or '.join(map(str, sorted(ok)))}\n"
+                              f"  got:      {above} (your threshold {t:.4g})\n  hint: {hint}")
+    print(f"✓ {name}: routes the asked fraction on all {len(cases)} seeded cases")
 
 
 def predict_flop_ratio(predicted, profile: str, results_dir=None) -> None:
@@ -365,6 +515,38 @@ def predict_flop_ratio(predicted, profile: str, results_dir=None) -> None:
     return check_prediction("MLP / surrogate FLOPs", predicted, round(measured, 3), profile,
                             f"(MLP {f['mlp']:,} FLOPs per token, surrogate {f['surrogate']:,}; "
                             f"within 1 % counts.)", math.isclose(predicted, measured, rel_tol=0.01))
+
+
+def _routing_costs(delta, scores, fraction):
+    """Exercise 4.5's reference: the loss added per token of the text when the `fraction` of
+    tokens with the highest gate scores take the linear path, and when as many are chosen at
+    random (in expectation)."""
+    delta, scores = delta.double().flatten(), scores.double().flatten()
+    k = round(fraction * delta.numel())
+    routed = torch.zeros_like(delta, dtype=torch.bool)
+    routed[scores.argsort(descending=True)[:k]] = True
+    return float((delta * routed).sum() / delta.numel()), float(k / delta.numel() * delta.mean())
+
+
+def _skewed(n, seed):
+    """δ as a linearized layer's: most tokens near zero, a few that lose a lot."""
+    g = _gen(seed)
+    d = torch.randn(n, generator=g, dtype=torch.float64) * 0.02
+    big = torch.rand(n, generator=g) < 0.1
+    return torch.where(big, d.abs() * 40 + 0.3, d)
+
+
+def routing_costs(student) -> None:
+    """Exercise 4.5: the loss a gate adds by routing the top-scored fraction of tokens to the
+    linear path, against random routing of as many."""
+    cases = []
+    for i, (n, f) in enumerate(((400, 0.5), (333, 0.25), (1000, 0.75))):
+        delta = _skewed(n, i)
+        scores = -delta + torch.randn(n, generator=_gen(50 + i), dtype=torch.float64) * 0.5
+        cases.append((f"{n} tokens, fraction {f}", (delta, scores, f)))
+    return check_function("routing_costs",
+                          lambda d, s, f: tuple(float(v) for v in student(d.clone(), s.clone(), f)),
+                          _routing_costs, cases, atol=1e-9, rtol=1e-6)
 
 
 # ------------------------------------------------------------------ Part III: chapter 05
@@ -406,6 +588,44 @@ def predict_width_explodes(predicted, profile: str, results_dir=None) -> None:
     measured = over[0] if over else None
     return check_prediction("layers to a million", predicted, measured, profile,
                             "m/d for H = 4, L = 1, 2, …: " + ", ".join(f"{m:,}" for m in w) + ".")
+
+
+def program_dyck(student) -> None:
+    """Exercise 5.5: program a frozen random transformer on Dyck-1 through its embedding
+    alone — E, P and U trained, every internal weight as drawn — to well above chance on
+    strings it never saw."""
+    name = "program_dyck"
+    model = universal.FrozenTransformer("random", vocab=2, n_out=2, H=2, L=2, d=2, m=32, seed=0,
+                                        max_len=16)
+    frozen = {k: v.detach().clone() for k, v in model.named_parameters()
+              if k not in ("E", "P", "U")}
+    program = {k: getattr(model, k).detach().clone() for k in ("E", "P", "U")}
+    ids, y = tasks.dyck(2048, 12, seed=1, split="train")
+    try:
+        student(model, ids, y)
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__}: {e}") from e
+    case = f"{name}: wrong for 2,048 Dyck-1 strings of length 12"
+    moved = [k for k, v in frozen.items() if not torch.equal(getattr(model, k).detach(), v)]
+    if moved:
+        raise CheckFailed(f"✗ {case}\n  what differs: the frozen weights\n  expected: "
+                          f"Q, K, V as drawn\n  got:      {', '.join(moved)} changed\n"
+                          "  hint: only the embedding is the program — train E, P and U, "
+                          "freeze the rest (P2's fixed transformer)")
+    if all(torch.equal(getattr(model, k).detach(), v) for k, v in program.items()):
+        raise CheckFailed(f"✗ {case}\n  what differs: the program\n  expected: E, P and U "
+                          "trained\n  got:      E, P and U as drawn\n"
+                          "  hint: pass them (only them) to the optimizer and take steps")
+    test_ids, test_y = tasks.dyck(1000, 12, seed=2, split="test")
+    acc = universal.accuracy(model, test_ids, test_y)
+    if acc < 0.7:
+        raise CheckFailed(f"✗ {case}\n  what differs: held-out accuracy\n  expected: ≥ 70 % "
+                          f"(chance 50 %)\n  got:      {acc:.1%}\n  hint: more steps, or a "
+                          "larger learning rate (Adam, ≈ 3e-3); the labels are the last "
+                          "position's")
+    print(f"✓ {name}: {acc:.1%} on 1,000 held-out strings with only E, P and U trained")
 
 
 # ------------------------------------------------------------------ Part IV: chapter 06
@@ -469,6 +689,40 @@ def predict_step0_changes(predicted, profile: str, results_dir=None) -> None:
                 if r.get("step0_identical") is False}
     return check_prediction("outputs changed at step 0", set(predicted), measured, profile,
                             f"(checked on {', '.join(studies)}.)")
+
+
+class _Rotary(torch.nn.Module):
+    """A position-dependent map: rotate feature pairs by an angle that grows with position."""
+
+    def forward(self, x):  # (B, T, d), d even
+        T, d = x.shape[1], x.shape[2]
+        ang = torch.arange(T, dtype=x.dtype)[:, None] * 0.3 * torch.arange(1, d // 2 + 1,
+                                                                           dtype=x.dtype)
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = torch.empty_like(x)
+        out[..., 0::2] = a * ang.cos() - b * ang.sin()
+        out[..., 1::2] = a * ang.sin() + b * ang.cos()
+        return out
+
+
+def _position_gap(f, x, perm):
+    y = f(x)
+    return float((f(x[:, perm]) - y[:, perm]).norm() / y.norm())
+
+
+def position_gap(student) -> None:
+    """Exercise 6.5: how far a map of (B, T, d) activations is from commuting with a
+    permutation of the positions: ‖f(x[:, π]) − f(x)[:, π]‖ / ‖f(x)‖."""
+    pre = preprojection.PreProjection(8, 16).double()
+    with torch.no_grad():
+        torch.nn.init.normal_(pre.down.weight, std=0.3, generator=_gen(7))
+    maps = {"a trained pre-projection": pre, "a rotary map": _Rotary()}
+    cases = [(f"{k}, permutation seed {s}", (f, _randn(2, 6, 8, seed=s),
+                                             torch.randperm(6, generator=_gen(s))))
+             for k, f in maps.items() for s in (0, 1)]
+    with torch.no_grad():
+        return check_function("position_gap", lambda f, x, p: float(student(f, x, p)),
+                              _position_gap, cases, atol=1e-9, rtol=1e-6)
 
 
 # ------------------------------------------------------------------ Part V: chapter 07
