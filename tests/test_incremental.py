@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nlbudget.book import plan, profiles, runner
+from nlbudget.book import build, plan, profiles, runner
 from nlbudget import paths
 from nlbudget.verdicts import results
 
@@ -107,11 +107,19 @@ def test_changed_settings_or_seed_rerun(checkout, stub_runs):
     assert plan.status("01", "smoke", 1, res, bld) == "changed: settings"
 
 
+def _edit(path, kind: str) -> None:
+    """Add a line to the notebook's last cell of `kind` (code: a statement; markdown: prose)."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cell = [c for c in nb["cells"] if c["cell_type"] == kind][-1]
+    cell["source"] = "".join(cell["source"]) + ("\nedited = True" if kind == "code" else
+                                                "\n\nA reader's note.")
+    path.write_text(json.dumps(nb), encoding="utf-8")
+
+
 def test_a_failed_run_never_leaves_a_chapter_fresh(checkout, stub_runs):
     _run(stub_runs)
     _, fake, res, bld = stub_runs
-    nb = checkout / "notebooks" / f"{profiles.chapter('04').stem}.ipynb"
-    nb.write_text(nb.read_text() + " ")
+    _edit(checkout / "notebooks" / f"{profiles.chapter('04').stem}.ipynb", "markdown")
     fake.fail = "04"
     with pytest.raises(RuntimeError, match="killed"):
         _run(stub_runs)
@@ -137,8 +145,7 @@ def test_force_reruns_everything(checkout, stub_runs):
 
 def test_progress_names_start_end_and_time_left(checkout, stub_runs):
     _run(stub_runs)  # records a time for every chapter
-    nb = checkout / "notebooks" / f"{profiles.chapter('01').stem}.ipynb"
-    nb.write_text(nb.read_text() + " ")
+    _edit(checkout / "notebooks" / f"{profiles.chapter('01').stem}.ipynb", "code")
     _, _, lines = _run(stub_runs)
     start = next(ln for ln in lines if "01_gated_mlp_symmetry: running" in ln)
     assert "changed: notebook" in start and "left in the build" in start
@@ -181,6 +188,40 @@ def test_the_library_digest_reads_code_not_comments_or_the_settings_table():
     # a name that only starts like the table, or the table below the top level, still counts
     assert plan.code("SETTINGS_X = 1\n") != plan.code("SETTINGS_X = 2\n")
     assert plan.code("def f():\n    SETTINGS = 1\n") != plan.code("def f():\n    SETTINGS = 2\n")
+
+
+def test_a_notebooks_results_read_its_code_and_its_page_the_prose(tmp_path, monkeypatch):
+    nb = json.loads(profiles.notebook_path("01").read_text(encoding="utf-8"))
+    path = tmp_path / "nb.ipynb"
+
+    def digests(cells):
+        path.write_text(json.dumps({**nb, "cells": cells}), encoding="utf-8")
+        return plan.notebook_code(path), plan.notebook_prose(path)
+
+    base = digests(nb["cells"])
+    md = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown")
+    code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+
+    def edited(i, text):
+        cells = [dict(c) for c in nb["cells"]]
+        cells[i]["source"] = "".join(cells[i]["source"]) + text
+        return digests(cells)
+
+    reworded = edited(md, "\nA reader's note.")
+    assert reworded[0] == base[0] and reworded[1] != base[1]  # the page changes, not the result
+    assert edited(code, "\n# a comment")[0] == base[0]
+    assert edited(code, "\nx = 1")[0] != base[0]  # what runs: a result made before is stale
+    assert plan.notebook_code(tmp_path / "none.ipynb") is None
+    # a committed result is stale for its code, never for its prose alone
+    now = plan.inputs("01", "full", 0, tmp_path / "results")
+    monkeypatch.setattr(plan, "inputs", lambda *a, **k: {**now, "prose": "reworded"})
+    monkeypatch.setattr(build, "committed_dir", lambda profile: tmp_path / profile)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / f"{profiles.chapter('01').stem}.fresh.json").write_text(
+        json.dumps({"inputs": now}))
+    assert build.staleness("01", "full") == ""
+    monkeypatch.setattr(plan, "inputs", lambda *a, **k: {**now, "notebook": "changed"})
+    assert build.staleness("01", "full") == "notebook"
 
 
 def test_a_chapter_reads_only_its_own_rows_of_the_claims_file(tmp_path, monkeypatch):

@@ -255,3 +255,14 @@ def test_no_claim_function_counts_seeds_by_a_literal():
                     and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
                 literal.append(f"{f.name}:{node.lineno}")
     assert not literal, literal
+
+
+def test_no_page_cites_a_file_outside_the_repository():
+    """A reader has the repository, not the workspace it was written in: chapters, exercises,
+    book pages and the bibliography cite papers and the repository's own files only."""
+    root = paths.repo_root()
+    pages = [*NOTEBOOKS, *sorted((root / "notebooks" / "exercises").glob("*.ipynb")),
+             *sorted((root / "book").glob("*.md")), root / "book" / "references.bib"]
+    bad = [f"{p.relative_to(root)}: {m.group(0)!r}" for p in pages
+           for m in re.finditer(r"shared/\S*|PAPERS\.md|\.\./shared", p.read_text(encoding="utf-8"))]
+    assert pages and not bad, bad

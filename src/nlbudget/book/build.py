@@ -57,9 +57,9 @@ def committed_dir(profile: str) -> Path:
 
 def staleness(key: str, profile: str) -> str:
     """'' when a committed result of chapter `key` was made from the inputs the chapter has now
-    (its committed record, `<stem>.fresh.json`, against `plan.inputs`; package versions are
-    left out: another machine's patch release does not make a result stale); else which
-    inputs changed since."""
+    (its committed record, `<stem>.fresh.json`, against `plan.inputs`; what only the page
+    reads is left out — the notebook's prose, and package versions: another machine's patch
+    release does not make a result stale); else which inputs changed since."""
     stem = profiles.chapter(key).stem
     try:
         rec = json.loads((committed_dir(profile) / f"{stem}.fresh.json").read_text())
@@ -67,7 +67,7 @@ def staleness(key: str, profile: str) -> str:
         return "no record of its inputs"
     seed = rec.get("inputs", {}).get("settings", {}).get("seed", 0)
     now = plan.inputs(key, profile, seed, committed_dir(profile).parent)
-    changed = [k for k in now if k != "versions" and now[k] != rec.get("inputs", {}).get(k)]
+    changed = [k for k in now if k not in plan.PAGE_ONLY and now[k] != rec.get("inputs", {}).get(k)]
     return ", ".join(changed)
 
 

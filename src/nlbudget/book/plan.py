@@ -214,10 +214,49 @@ def dependants(key: str, keys: list[str] | None = None) -> list[str]:
     return out
 
 
+def _cells(path: Path, kind: str) -> list[str]:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return ["".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == kind]
+
+
+def notebook_code(path: Path) -> str | None:
+    """What of a chapter's notebook its results depend on: its code cells, each as `code`
+    reads a module (tokens, without comments or blank lines); None where there is no
+    notebook."""
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    for src in _cells(path, "code"):
+        try:
+            src = code(src.rstrip() + "\n")  # a cell's last line reads alike with or without "\n"
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            pass  # not plain Python (a magic): its text as it is
+        h.update(src.encode() + b"\0")
+    return h.hexdigest()
+
+
+def notebook_prose(path: Path) -> str | None:
+    """The notebook's markdown cells: the page reads them, the results do not."""
+    if not path.is_file():
+        return None
+    return _sha("\0".join(_cells(path, "markdown")).encode())
+
+
+#: Inputs a page depends on but a result does not: a committed result stays fresh when only
+#: these changed (`build.staleness`).
+PAGE_ONLY = ("prose", "versions")
+
+
 def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
-    """Everything a chapter's run depends on, each as a digest (or a small value)."""
+    """Everything a chapter's run depends on, each as a digest (or a small value): the
+    notebook as its code cells and its prose apart (rewording a page reruns it, but leaves
+    a committed result fresh)."""
     return {
-        "notebook": file_sha(profiles.notebook_path(key)),
+        "notebook": notebook_code(profiles.notebook_path(key)),
+        "prose": notebook_prose(profiles.notebook_path(key)),
         "library": library_digest(key),
         "data": data_digest(key),
         "settings": profiles.validate(key, profile=profile, seed=seed),
