@@ -24,6 +24,14 @@ BANNED = [
      r"A^\ell_\eta"),
     (r"(?<![A-Za-z\\])L\s*\(\s*\\theta|loss \$L\$", "L as a loss", r"\mathcal L"),
     (r"(?<![A-Za-z\\])W(_\{?\w+\}?)?\s*x(_t)?\s*\+", "column vectors (W x + b)", r"xW^\top"),
+    (r"\)\s*(\\,)?\s*(V|W_2)(?![\^_\w])", "an output map untransposed (V, W_2 are d×n)",
+     r"V^\top"),
+    (r"(?<!\\hat )(?<!\\hat)W_\\ell", "the surrogate as W_ℓ (read as W_1, W_2)", r"\hat W_\ell"),
+    (r"(?<!\\mathcal )(?<![\\\w])L_\\text\{(lin|full)\}", "L_lin as a loss",
+     r"\mathcal L_\text{lin}"),
+    (r"\\alpha\s*/\s*r", "α as LoRA's scale (α is Part I's scaling factor)",
+     r"\alpha_\text{LoRA}"),
+    (r"\\cdots\s*T(?![\w])", "T as a matrix (T is a sequence length)", r"$Z$"),
 ]
 
 
@@ -43,9 +51,15 @@ def test_pages_use_the_books_notation(path):
 
 def test_the_rules_catch_the_old_notation():
     old = ("$\\sigma(a_\\ell)\\, U V f_t$ $U=0$ $(\\alpha,\\sigma)$ $c=r-e$ $r_i$ "
-           "$h^t = h^{t-1} + \\sum_h A^t_h$ $X_c = USV^\\top$ $W_1 x_t + b_1$ $Wx+b$")
+           "$h^t = h^{t-1} + \\sum_h A^t_h$ $X_c = USV^\\top$ $W_1 x_t + b_1$ $Wx+b$ "
+           "$(\\sigma(xQ^\\top)\\odot xK^\\top)V$ $\\sigma(xW_1^\\top)W_2$ $xW_\\ell + b$ "
+           "$\\delta = L_\\text{lin} - L_\\text{full}$ $\\alpha/r=2$ $EV\\cdots T$")
     caught = {wrong for pattern, wrong, _ in BANNED if re.search(pattern, old)}
     assert caught == {w for _, w, _ in BANNED} - {"L as a loss"}
+    new = ("$(\\sigma(xQ^\\top)\\odot xK^\\top)\\,V^\\top$ $\\sigma(xW_1^\\top)W_2^\\top$ "
+           "$x\\hat W_\\ell + \\hat b_\\ell$ $\\mathcal L_\\text{lin}$ $\\alpha_\\text{LoRA}/r$ "
+           "$\\cdots Z$ $(B, T, d)$")
+    assert not [wrong for pattern, wrong, _ in BANNED if re.search(pattern, new)]
 
 
 def test_notation_page_defines_every_symbol_it_replaces():
