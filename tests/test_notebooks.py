@@ -2,6 +2,7 @@
 papermill, writing a valid results file; then the book builds with warnings as errors."""
 
 import ast
+import html
 import json
 import re
 import subprocess
@@ -227,6 +228,31 @@ def test_book_builds_with_warnings_as_errors(smoke):
     mtime = index.stat().st_mtime
     assert book.build("smoke", run=False, build_dir=bld, results_dir=res, log=lines.append) == index
     assert index.stat().st_mtime == mtime and "no page changed" in lines[-1]
+
+
+@pytest.mark.notebooks
+def test_the_student_book_gives_nothing_away(smoke):
+    res, bld = smoke
+    index = book.build("smoke", run=False, build_dir=bld, results_dir=res, edition="student")
+    assert index.parent.parent.parent.name == "site-student"  # beside the solutions' book
+    for key in exercises.available():
+        stem = profiles.chapter(key).stem
+        page = (index.parent / "notebooks" / "exercises" / f"{stem}.html").read_text()
+        text = html.unescape(re.sub(r"<[^>]+>", "", page))
+        assert "Show the solution" not in page and 'class="cell_output' not in page, stem
+        assert "NotImplementedError" in text and "the book measured" not in text, stem
+        nb = nbformat.read(exercises.notebook(key), as_version=4)
+        for c in nb.cells:  # no line of any solution that is not also in its stub
+            if exercises.SOLUTION_TAG in c.metadata.get("tags", []):
+                lines = [ln.strip() for ln in c.source.splitlines()
+                         if len(ln.strip()) > 12 and not ln.strip().startswith("def ")]
+                assert not [ln for ln in lines if ln in text], (stem, lines)
+    # the solutions' book is untouched by it
+    solutions = book.build("smoke", run=False, build_dir=bld, results_dir=res)
+    assert "Show the solution" in (solutions.parent / "notebooks" / "exercises" /
+                                   f"{profiles.chapter('01').stem}.html").read_text()
+    with pytest.raises(ValueError, match="valid: solutions, student"):
+        book.build("smoke", run=False, build_dir=bld, results_dir=res, edition="teacher")
 
 
 # ---------------------------------------------------------------- bad parameters

@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-run", action="store_true", help="reuse executed chapters")
     b.add_argument("--force", action="store_true",
                    help="rerun every chapter and rebuild every page, fresh or not")
+    b.add_argument("--edition", default="solutions", choices=("solutions", "student"),
+                   help="student: the exercise pages without solutions or executed checks "
+                   "(build/<profile>/site-student)")
     for p in (r, b):
         p.add_argument("--profile", default="ci", help=f"one of {', '.join(profiles.PROFILES)}")
         p.add_argument("--seed", default="0", help="a non-negative integer")
@@ -95,7 +98,7 @@ def cmd_book(args) -> int:
     _check_profile(args.profile)
     index = build(args.profile, run=not args.no_run, build_dir=args.build_dir,
                   results_dir=args.results_dir, seed=profiles.parse_seed(args.seed),
-                  force=args.force)
+                  force=args.force, edition=args.edition)
     print(f"book: {index}")
     return 0
 

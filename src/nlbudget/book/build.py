@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
+
 from nlbudget import paths
 from nlbudget.assets import machine
 from nlbudget.book import exercises, launch, plan, profiles, runner
@@ -368,14 +370,33 @@ def _sync(files: dict[str, bytes], site: Path) -> list[str]:
     return changed
 
 
-def stage(p: Plan) -> tuple[Path, list[str]]:
-    """Stage the book's sources in `<build>/<profile>/site/`: the pages of `book/`, the
-    executed chapters under `notebooks/` and their exercises under `notebooks/exercises/`,
-    the generated ledger page and its figure, the timings and the course plan.
-    Returns the folder and the staged files that changed since the last staging."""
+#: The book's editions: with the exercises' solutions (folded) and executed checks, or for
+#: students — every exercise page as the student edition of its notebook: no solution, no
+#: output, so no prediction's measured answer before the student has made one.
+EDITIONS = ("solutions", "student")
+
+
+def _exercise_page(step, edition: str) -> bytes:
+    if edition == "student":
+        nb = nbformat.read(exercises.notebook(step.key), as_version=4)
+        return nbformat.writes(exercises.student_copy(nb)).encode()
+    if not step.executed.is_file():
+        raise FileNotFoundError(f"the exercises of chapter {step.stem} have not been executed "
+                                f"({step.executed}); run `nlbudget book`")
+    return step.executed.read_bytes()
+
+
+def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
+    """Stage the book's sources in `<build>/<profile>/site/` (the student edition in
+    `site-student/`): the pages of `book/`, the executed chapters under `notebooks/` and their
+    exercises under `notebooks/exercises/`, the generated ledger page and its figure, the
+    timings and the course plan. Returns the folder and the staged files that changed since
+    the last staging."""
+    if edition not in EDITIONS:
+        raise ValueError(f"unknown edition {edition!r}; valid: {', '.join(EDITIONS)}")
     profile, build_dir, results_dir = p.profile, p.build_dir, p.results_dir
     build = Path(build_dir or paths.build_dir()) / profile
-    site = build / "site"
+    site = build / ("site" if edition == "solutions" else f"site-{edition}")
     files: dict[str, bytes] = {}
     src = paths.repo_root() / "book"
     for f in sorted(src.rglob("*")):
@@ -385,13 +406,13 @@ def stage(p: Plan) -> tuple[Path, list[str]]:
     # the repository and launch buttons, only where the repository's URL is set
     files["_config.yml"] = launch.config_text(files["_config.yml"].decode(),
                                               launch.repository_url()).encode()
-    for step in p.chapters + p.exercises:
+    for step in p.chapters:
         if not step.executed.is_file():
-            what = "chapter" if step.kind == "chapter" else "the exercises of chapter"
-            raise FileNotFoundError(f"{what} {step.stem} has not been executed at profile "
+            raise FileNotFoundError(f"chapter {step.stem} has not been executed at profile "
                                     f"{profile!r} ({step.executed}); run `nlbudget book`")
-        folder = "notebooks" if step.kind == "chapter" else "notebooks/exercises"
-        files[f"{folder}/{step.executed.name}"] = step.executed.read_bytes()
+        files[f"notebooks/{step.executed.name}"] = step.executed.read_bytes()
+    for step in p.exercises:
+        files[f"notebooks/exercises/{step.executed.name}"] = _exercise_page(step, edition)
     import matplotlib
 
     matplotlib.use("Agg")  # before pyplot loads (through `plots`): the ledger figure is a file
@@ -413,26 +434,32 @@ def stage(p: Plan) -> tuple[Path, list[str]]:
 
 def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
           results_dir: Path | None = None, seed: int = 0, force: bool = False,
-          log=plan.say) -> Path:
+          log=plan.say, edition: str = "solutions") -> Path:
     """The book, in one direction: plan (what is stale, in what order) → run it (none with
     `run=False`, every chapter with `force`) → stage the sources → render the HTML with warnings
     as errors, incrementally (Sphinx rereads only the pages whose staged source changed, and
-    nothing at all when no page changed). Returns the path of `index.html`."""
+    nothing at all when no page changed). `edition`: see EDITIONS. Returns the path of
+    `index.html`."""
+    if edition not in EDITIONS:
+        raise ValueError(f"unknown edition {edition!r}; valid: {', '.join(EDITIONS)}")
     p = plan.make(profile, seed, results_dir, build_dir, force)
     took = runner.run_plan(p, log) if run else {}
-    site, changed = stage(p)
-    return render(p, site, changed, took, log)
+    site, changed = stage(p, edition)
+    return render(p, site, changed, took, log, record=edition == "solutions")
 
 
-def render(p: Plan, site: Path, changed: list[str], took: dict, log=plan.say) -> Path:
-    """`jupyter-book build` of the staged `site` (kept as it is when no page changed)."""
+def render(p: Plan, site: Path, changed: list[str], took: dict, log=plan.say,
+           record: bool = True) -> Path:
+    """`jupyter-book build` of the staged `site` (kept as it is when no page changed); with
+    `record`, the build's times go to `build-times.json`."""
     index = site / "_build" / "html" / "index.html"
     took = {k: v for k, v in took.items() if k.endswith("_s")} | {
         f"{kind}_ran": sorted(k for k, v in took.get(kind, {}).items() if v == "ran")
         for kind in ("chapters", "exercises") if kind in took}
     if not changed and index.is_file() and not p.force:
         log("[nlbudget] book: no page changed, HTML kept")
-        _record_build(p.profile, p.build_dir, took)
+        if record:
+            _record_build(p.profile, p.build_dir, took)
         return index
     t = time.perf_counter()
     log(f"[nlbudget] book: building HTML ({len(changed) if changed else 'all'} "
@@ -449,7 +476,8 @@ def render(p: Plan, site: Path, changed: list[str], took: dict, log=plan.say) ->
                            f"{r.stdout[-6000:]}\n{r.stderr[-6000:]}")
     took["html_s"] = time.perf_counter() - t
     log(f"[nlbudget] book: HTML built in {took['html_s']:.0f} s")
-    _record_build(p.profile, p.build_dir, took)
+    if record:
+        _record_build(p.profile, p.build_dir, took)
     return index
 
 
