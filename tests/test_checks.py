@@ -208,7 +208,8 @@ def test_a_stub_is_not_caught():
 
 def test_every_check_function_is_tested():
     named = {n for n in dir(checks) if not n.startswith("_") and n not in (
-        "check_function", "check_prediction", "chapter_results", "start", "CheckFailed")
+        "check_function", "check_prediction", "chapter_results", "start", "score",
+        "CheckFailed")
         and callable(getattr(checks, n)) and getattr(checks, n).__module__ == checks.__name__}
     predictions = {n for n in named if n.startswith("predict_")}
     assert named - predictions == set(WRONG_FUNCTIONS)
@@ -293,3 +294,17 @@ def test_prediction_needs_a_valid_profile_and_the_results(tmp_path):
         checks.predict_gated_width(lambda d: 1, "fast", tmp_path)
     with pytest.raises(FileNotFoundError, match="nlbudget run 02 --profile smoke"):
         checks.predict_gated_width(lambda d: 1, "smoke", tmp_path)
+
+
+def test_score_counts_what_passed(fake_results, capsys):
+    checks.start("01", "smoke")
+    checks.perplexity(lambda nll: math.exp(float(nll.double().mean())))
+    checks.predict_exchange_symmetric({"linear"}, "smoke", fake_results)  # wrong for FIGURES
+    with pytest.raises(checks.CheckFailed):
+        checks.token_nll(lambda logits, ids: torch.zeros(ids.shape[0], ids.shape[1] - 1))
+    with pytest.raises(NotImplementedError):  # a stub is not counted
+        checks.gated_mlp(lambda *a: (_ for _ in ()).throw(NotImplementedError("1.1")))
+    assert checks.score() == (1, 3)
+    assert "not yet: predict_exchange_symmetric, token_nll" in capsys.readouterr().out
+    checks.start("02", "smoke")  # a new notebook starts from nothing
+    assert checks.score() == (0, 0)

@@ -13,6 +13,7 @@ measured value); it raises only for a prediction of the wrong form.
 
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 
@@ -103,15 +104,46 @@ def check_function(name: str, student, reference, cases: list[tuple[str, tuple]]
 
 
 def check_prediction(name: str, predicted, measured, profile: str, detail: str = "",
-                     right: bool | None = None) -> None:
+                     right: bool | None = None) -> bool:
     """Compare a prediction with what the build measured (equal, unless `right` says);
-    report either way: ✓, or ✗ with the measured value."""
-    if (predicted == measured) if right is None else right:
+    report either way: ✓, or ✗ with the measured value. Returns whether it was right."""
+    ok = bool((predicted == measured) if right is None else right)
+    if ok:
         print(f"✓ {name}: you predicted {predicted!r}; the book measured {measured!r} "
               f"(profile {profile}). {detail}".rstrip())
     else:
         print(f"✗ {name}: you predicted {predicted!r}, but the book measured {measured!r} "
               f"(profile {profile}). {detail}".rstrip())
+    return ok
+
+
+#: This notebook's checks so far: {check: passed}. `start` clears it, `score` reports it.
+_SCORE: dict[str, bool] = {}
+
+
+def _scored(check):
+    """Record a check's outcome: passed unless it raised `CheckFailed` or reported a wrong
+    prediction (a stub's NotImplementedError records nothing: the exercise is not done)."""
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        try:
+            out = check(*args, **kwargs)
+        except CheckFailed:
+            _SCORE[check.__name__] = False
+            raise
+        _SCORE[check.__name__] = out is not False
+    return run
+
+
+def score() -> tuple[int, int]:
+    """For auto-grading: how many of this notebook's checks have passed, of those run (a check
+    that raises stops a notebook: grade cell by cell, or execute with nbclient's
+    `allow_errors=True`). Prints one line; returns (passed, run)."""
+    passed = sum(_SCORE.values())
+    failed = sorted(k for k, v in _SCORE.items() if not v)
+    print(f"score: {passed} of {len(_SCORE)} checks passed"
+          + (f" (not yet: {', '.join(failed)})" if failed else ""))
+    return passed, len(_SCORE)
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -122,19 +154,24 @@ def _randn(*shape, seed: int, dtype=torch.float64) -> torch.Tensor:
     return torch.randn(*shape, generator=_gen(seed), dtype=dtype)
 
 
-def start(key: str, profile: str) -> None:
-    """An exercise notebook's parameter check: a known chapter and profile, or a message that
-    names the valid ones."""
+def _valid(key: str, profile: str) -> None:
     profiles.chapter(key)
     if profile not in profiles.PROFILES:
         raise profiles.ParameterError(f"unknown profile {profile!r}; valid profiles: "
                                       f"{', '.join(profiles.PROFILES)}")
 
 
+def start(key: str, profile: str) -> None:
+    """An exercise notebook's first cell: a known chapter and profile (or a message that names
+    the valid ones), and a fresh `score`."""
+    _valid(key, profile)
+    _SCORE.clear()
+
+
 def chapter_results(key: str, profile: str, results_dir=None) -> dict:
     """The chapter's results file at `profile` (the figures a prediction is checked against).
     Fails at once for an unknown profile; says which command writes a missing file."""
-    start(key, profile)
+    _valid(key, profile)
     return results.read(profiles.chapter(key).stem, profile, results_dir)
 
 
@@ -769,3 +806,11 @@ def predict_rf_fits_better(predicted, profile: str, results_dir=None) -> None:
                             predicted, min(gaps) >= -1e-6, profile,
                             f"R² gain on the fit tokens: {min(gaps):+.3f} to {max(gaps):+.3f} "
                             f"over {len(rows)} layers.")
+
+
+# every check records its outcome for `score`
+for _name, _fn in list(globals().items()):
+    if (callable(_fn) and getattr(_fn, "__module__", None) == __name__ and not _name.startswith("_")
+            and _name not in ("check_function", "check_prediction", "chapter_results", "start",
+                              "score", "CheckFailed")):
+        globals()[_name] = _scored(_fn)
