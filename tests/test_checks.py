@@ -161,6 +161,62 @@ def _train_everything(model, ids, y, steps=30):
         opt.step()
 
 
+def _gated(x, Q, K, V, act):
+    return F.linear(ACT[act](F.linear(x, Q)) * F.linear(x, K), V)
+
+
+def _llama(Wg, Wu, Wd, x):
+    return F.linear(F.silu(F.linear(x, Wg)) * F.linear(x, Wu), Wd)
+
+
+def _ridge_lstsq(X, Y, lam):
+    """Ridge as least squares on the data stacked over √λ·I (no normal equations)."""
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    d = X.shape[1]
+    A = torch.cat([Xc, lam ** 0.5 * torch.eye(d, dtype=X.dtype)])
+    B = torch.cat([Yc, torch.zeros(d, Y.shape[1], dtype=Y.dtype)])
+    W = torch.linalg.lstsq(A, B, driver="gelsd").solution
+    return W, Y.mean(0) - X.mean(0) @ W
+
+
+def _delta_labels_numpy(delta):
+    import numpy as np
+
+    d = delta.double().flatten().numpy()
+    thr = float(np.quantile(d, 0.25 if (d < 0).mean() < 0.05 else 0.5))
+    return torch.from_numpy(d <= thr), thr
+
+
+def _auc_ranks(scores, labels):
+    """Mann–Whitney: the positives' mean rank (ties averaged) against all pairs."""
+    from scipy.stats import rankdata
+
+    r = rankdata(scores.numpy())
+    pos = labels.numpy().astype(bool)
+    n1, n0 = pos.sum(), (~pos).sum()
+    return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def _width_closed_form(H, L, d, residual=True):
+    """Σ_k C(t, k) Hᵏ (k + 1) = (1 + H)ᵗ + t·H·(1 + H)ᵗ⁻¹ summed over the terminal layers."""
+    total = 0
+    for t in range(L + 1):
+        words = ((1 + H) ** t + t * H * (1 + H) ** (t - 1) if t else 1) if residual \
+            else H ** t * (t + 1)
+        total += (1 if t == L else 2 * H) * words
+    return d * total
+
+
+def _program_full_batch(model, ids, labels):
+    """Every training string in every step, a larger step size."""
+    opt = torch.optim.Adam([model.E, model.P, model.U], lr=1e-2)
+    for _ in range(60):
+        loss = F.cross_entropy(model(ids), labels.long())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 #: Correct answers other than the library's own: a check must accept them too.
 RIGHT_FUNCTIONS = {
     "threshold_for_fraction": [
@@ -179,7 +235,43 @@ RIGHT_FUNCTIONS = {
                                        / len(d), round(f * len(d)) / len(d) * float(d.mean()))],
     "position_gap": [lambda f, x, p: torch.linalg.norm(f(x)[:, p] - f(x[:, p]))
                      / torch.linalg.norm(f(x))],
+    # the same maths written another way: einsum, F.linear, log-softmax, closed forms, scipy
+    "gated_mlp": [lambda x, Q, K, V, act: torch.einsum(
+        "nh,dh->nd", ACT[act](torch.einsum("nd,hd->nh", x, Q)) * (x @ K.T), V)],
+    "symmetric_mlp": [lambda x, Q, K, V, act: F.linear(ACT[act](F.linear(x, Q) * F.linear(x, K)),
+                                                        V)],
+    "exchange_error": [lambda x, Q, K, V, act: float(
+        torch.linalg.norm(_gated(x, Q, K, V, act) - _gated(x, K, Q, V, act))
+        / torch.linalg.norm(_gated(x, Q, K, V, act)))],
+    "hidden_width": [lambda v, d, b: max(1, round(b / d / {"standard-gelu": 2, "rank2-silu": 5,
+                                                             "rank4-silu": 9}.get(v, 3)))],
+    "llama_exchange": [lambda Wg, Wu, Wd, x: float(torch.linalg.norm(
+        _llama(Wg, Wu, Wd, x) - _llama(Wu, Wg, Wd, x)) / torch.linalg.norm(_llama(Wg, Wu, Wd, x)))],
+    "ridge": [_ridge_lstsq],
+    "token_nll": [lambda logits, ids: -logits[:, :-1].double().log_softmax(-1).gather(
+        -1, ids[:, 1:, None]).squeeze(-1)],
+    "perplexity": [lambda nll: float(torch.exp(nll.double().sum() / nll.numel()))],
+    "delta_labels": [_delta_labels_numpy],
+    "auc": [_auc_ranks],
+    "causal_softmax": [lambda s: torch.where(torch.ones(s.shape[-1], s.shape[-1], dtype=torch.bool)
+                                             .tril(), s, float("-inf")).softmax(-1)],
+    "width": [_width_closed_form],
+    "is_balanced": [lambda s: all(sum(1 if c == 0 else -1 for c in s[:i + 1]) >= 0
+                                  for i in range(len(s))) and 2 * list(s).count(0) == len(s)],
+    "content_skip": [lambda f, Sd, Su, a: (f @ (Su @ Sd).T) / (1 + math.exp(-a))],
+    "pre_projection": [lambda x, W1, b1, W2, b2: x + F.linear(F.gelu(F.linear(x, W1, b1)), W2, b2)],
+    "probe_params": [lambda d, k: 4 * d * k + d + k + 1],
+    "random_feature_map": [lambda x, A, mu, s, c: torch.hstack(
+        [x, (z := ((x - mu) @ A) / s + c) * torch.sigmoid(z)])],
+    "spearman": [lambda x, y: float(__import__("numpy").corrcoef(
+        __import__("scipy.stats", fromlist=["_"]).rankdata(x),
+        __import__("scipy.stats", fromlist=["_"]).rankdata(y))[0, 1])],
+    "program_dyck": [_program_full_batch],
 }
+
+
+def test_every_write_check_has_another_right_answer():
+    assert set(RIGHT_FUNCTIONS) == set(WRONG_FUNCTIONS)
 
 
 @pytest.mark.parametrize("name", sorted(RIGHT_FUNCTIONS))
