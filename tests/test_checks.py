@@ -400,3 +400,23 @@ def test_score_counts_what_passed(fake_results, capsys):
     assert "not yet: predict_exchange_symmetric, token_nll" in capsys.readouterr().out
     checks.start("02", "smoke")  # a new notebook starts from nothing
     assert checks.score() == (0, 0)
+
+
+#: Known wrong answers (from WRONG_FUNCTIONS: check, index) and the hint each must get.
+HINTED = {("gated_mlp", 1): "σ is on the wrong branch", ("symmetric_mlp", 1): "the gated form",
+          ("token_nll", 1): "predict token t + 1", ("perplexity", 2): "not of the sum",
+          ("delta_labels", 1): "25th", ("auc", 1): "counts ½",
+          ("causal_softmax", 0): "mask the future", ("causal_softmax", 1): "transposed",
+          ("threshold_for_fraction", 1): "*below*"}
+
+
+@pytest.mark.parametrize("name,i", sorted(HINTED))
+def test_a_known_wrong_answer_is_named(name, i):
+    with pytest.raises(checks.CheckFailed) as e:
+        getattr(checks, name)(WRONG_FUNCTIONS[name][i])
+    assert "hint: " in str(e.value) and HINTED[name, i] in str(e.value), str(e.value)
+    # and an unknown wrong answer gets no hint it does not deserve
+    if name in ("gated_mlp", "token_nll", "auc", "perplexity"):
+        with pytest.raises(checks.CheckFailed) as e:
+            getattr(checks, name)(WRONG_FUNCTIONS[name][0])
+        assert HINTED[name, i] not in str(e.value)

@@ -78,10 +78,11 @@ def _difference(got, want, atol: float, rtol: float):
 
 
 def check_function(name: str, student, reference, cases: list[tuple[str, tuple]],
-                   atol: float = 1e-6, rtol: float = 1e-5) -> None:
+                   atol: float = 1e-6, rtol: float = 1e-5, hints=()) -> None:
     """Call `student(*args)` and `reference(*args)` for every (description, args) case.
     Prints a success line or raises `CheckFailed` (nothing is returned, so a notebook's check
-    cell shows only the line)."""
+    cell shows only the line). `hints`: (a known wrong answer, called like the reference; what
+    to say) — where the student's result is that wrong answer's, the message says so."""
     for desc, args in cases:
         want = reference(*args)
         try:
@@ -99,8 +100,18 @@ def check_function(name: str, student, reference, cases: list[tuple[str, tuple]]
             if largest is not None:
                 msg.append(f"  largest difference: {largest:.3g} (tolerance {atol:g} + "
                            f"{rtol:g}·|expected|)")
+            msg += [f"  hint: {h}" for wrong, h in hints if _same(got, wrong, args, atol, rtol)]
             raise CheckFailed("\n".join(msg))
     print(f"✓ {name}: matches the library on all {len(cases)} seeded cases")
+
+
+def _same(got, wrong, args, atol, rtol) -> bool:
+    """Whether `got` is what the known wrong answer `wrong` gives on `args` (to a looser
+    tolerance than the check's: the same mistake, computed another way, still counts)."""
+    try:
+        return _difference(got, wrong(*args), max(atol, 1e-6), max(rtol, 1e-4)) is None
+    except Exception:  # a wrong answer that cannot even run on this case
+        return False
 
 
 def check_prediction(name: str, predicted, measured, profile: str, detail: str = "",
@@ -193,24 +204,41 @@ def _qkv_cases(seeds=(0, 1, 2)):
     return out
 
 
-def _qkv_check(name: str, cls, student) -> None:
+def _qkv_check(name: str, cls, student, hints=()) -> None:
     def ref(act, d, n, s, x):
         return _qkv(cls, act, d, n, s)[0](x).detach()
 
     def stu(act, d, n, s, x):
         _, Q, K, V = _qkv(cls, act, d, n, s)
         return student(x, Q, K, V, act)
-    return check_function(name, stu, ref, _qkv_cases())
+
+    def as_case(form):  # a known wrong form, called with the case's arguments
+        return lambda act, d, n, s, x: form(x, *_qkv(cls, act, d, n, s)[1:], act)
+    return check_function(name, stu, ref, _qkv_cases(),
+                          hints=[(as_case(f), h) for f, h in hints])
+
+
+def _act(act):
+    return bilinear.ACTIVATIONS[act]
+
+
+#: Known wrong forms of the two MLPs (Q, K, V in `nn.Linear`'s layout).
+_SIGMA_ON_UP = (lambda x, Q, K, V, act: ((x @ Q.T) * _act(act)(x @ K.T)) @ V.T,
+                "σ is on the wrong branch: it acts on the gate xQᵀ; the up branch xKᵀ stays linear")
+_SYMMETRIC = (lambda x, Q, K, V, act: _act(act)((x @ Q.T) * (x @ K.T)) @ V.T,
+              "that is the symmetric form, eq. (4): the gated form puts σ on one branch only")
+_GATED = (lambda x, Q, K, V, act: (_act(act)(x @ Q.T) * (x @ K.T)) @ V.T,
+          "that is the gated form, eq. (5): the symmetric form puts σ around the product")
 
 
 def gated_mlp(student) -> None:
     """Exercise 1.1: eq. (5), (σ(x Qᵀ) ⊙ x Kᵀ) Vᵀ with weights in `nn.Linear`'s layout."""
-    return _qkv_check("gated_mlp (eq. 5)", bilinear.GatedMLP, student)
+    return _qkv_check("gated_mlp (eq. 5)", bilinear.GatedMLP, student, [_SIGMA_ON_UP, _SYMMETRIC])
 
 
 def symmetric_mlp(student) -> None:
     """Exercise 1.2: eq. (4), σ((x Qᵀ) ⊙ (x Kᵀ)) Vᵀ."""
-    return _qkv_check("symmetric_mlp (eq. 4)", bilinear.SymmetricBilinearMLP, student)
+    return _qkv_check("symmetric_mlp (eq. 4)", bilinear.SymmetricBilinearMLP, student, [_GATED])
 
 
 def exchange_error(student) -> None:
@@ -417,16 +445,24 @@ def _logits_cases():
 
 def token_nll(student) -> None:
     """Exercise 3.2: per-token next-token loss, (B, T−1)."""
+    unshifted = (lambda l, i: F.cross_entropy(l[:, 1:].transpose(1, 2).float(), i[:, 1:],
+                                              reduction="none"),
+                 "the logits at position t predict token t + 1: compare logits[:, :-1] with "
+                 "ids[:, 1:]")
     return check_function("token_nll", lambda l, i: torch.as_tensor(student(l, i)),
-                          evaluation.token_nll, _logits_cases(), atol=1e-5, rtol=1e-5)
+                          evaluation.token_nll, _logits_cases(), atol=1e-5, rtol=1e-5,
+                          hints=[unshifted])
 
 
 def perplexity(student) -> None:
     """Exercise 3.3: exp of the mean per-token loss."""
     cases = [(desc, (evaluation.token_nll(l, i),)) for desc, (l, i) in _logits_cases()]
     cases.append(("a (2, 3) loss of all zeros", (torch.zeros(2, 3),)))
+    hints = [(lambda n: math.exp(float(n.double().sum())),
+              "exp of the *mean* loss per token, not of the sum"),
+             (lambda n: float(n.double().exp().mean()), "exp of the mean, not the mean of exp")]
     return check_function("perplexity", lambda n: float(student(n)), evaluation.perplexity,
-                          cases, atol=1e-9, rtol=1e-9)
+                          cases, atol=1e-9, rtol=1e-9, hints=hints)
 
 
 def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> None:
@@ -495,7 +531,18 @@ def delta_labels(student) -> None:
     def stu(delta):
         lab, thr = student(delta.clone())
         return torch.as_tensor(lab).bool().flatten(), float(thr)
-    return check_function("delta_labels", stu, ref, _deltas(), atol=1e-9, rtol=1e-9)
+    def median(lower):  # always the median: interpolated, or torch's lower median
+        def wrong(delta):
+            d = delta.double().flatten()
+            m = d.median() if lower else d.quantile(0.5)
+            return d <= m, float(m)
+        return wrong
+    rule = ("when fewer than 5 % of the tokens have δ < 0, P3's threshold drops to the 25th "
+            "percentile")
+    lower = ("torch.median gives the lower of the two middle values; the threshold is the "
+             "interpolated quantile (torch.quantile)" + f" — and {rule}")
+    return check_function("delta_labels", stu, ref, _deltas(), atol=1e-9, rtol=1e-9,
+                          hints=[(median(False), rule), (median(True), lower)])
 
 
 def auc(student) -> None:
@@ -509,8 +556,14 @@ def auc(student) -> None:
             scores = scores.round()  # many ties
         cases.append((f"60 scores, seed {s}" + (", rounded (ties)" if s == 3 else ""),
                       (scores, labels)))
+    def ties(weight):
+        def wrong(sc, lb):
+            diff = sc[lb][:, None] - sc[~lb][None, :]
+            return float(((diff > 0).double() + weight * (diff == 0).double()).mean())
+        return wrong
+    hint = "a tie between a positive and a negative counts ½"
     return check_function("auc", lambda sc, lb: float(student(sc, lb)), stats.auc, cases,
-                          atol=1e-9, rtol=1e-9)
+                          atol=1e-9, rtol=1e-9, hints=[(ties(1.0), hint), (ties(0.0), hint)])
 
 
 def threshold_for_fraction(student) -> None:
@@ -592,8 +645,14 @@ def causal_softmax(student) -> None:
     """Exercise 5.1: row-wise softmax over positions up to the row's own."""
     cases = [(f"scores of shape {sh}", (_randn(*sh, seed=i) * 3,))
              for i, sh in enumerate(((1, 1), (4, 4), (2, 3, 5, 5), (7, 7)))]
+    def masked(keep):
+        return lambda sc: sc.masked_fill(~keep(sc.shape[-1]), float("-inf")).softmax(-1)
+    hints = [(lambda sc: sc.softmax(-1), "mask the future: row t may attend to positions ≤ t "
+              "only"),
+             (masked(lambda T: torch.ones(T, T, dtype=torch.bool).triu()),
+              "the mask is transposed: keep the diagonal and below (earlier keys), mask above")]
     return check_function("causal_softmax", lambda s: torch.as_tensor(student(s.clone())),
-                          universal.causal_softmax, cases, atol=1e-9, rtol=1e-9)
+                          universal.causal_softmax, cases, atol=1e-9, rtol=1e-9, hints=hints)
 
 
 def width(student) -> None:
