@@ -5,12 +5,15 @@ solutions pass is checked by executing the exercise notebooks: tests/test_exerci
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from scipy.stats import rankdata
 
 from nlbudget import bilinear
 from nlbudget.teaching import checks
+from nlbudget.verdicts import claims, stats
 from nlbudget.book import profiles
 
 ACT = bilinear.ACTIVATIONS
@@ -75,12 +78,9 @@ WRONG_FUNCTIONS = {
     "decide": [
         lambda g, s, m: "inconclusive",
         # unpaired: the two groups' means with a Welch interval
-        lambda g, s, m: __import__("nlbudget.teaching.checks", fromlist=["_"])._verdict_of(
-            *__import__("nlbudget.verdicts.stats", fromlist=["_"]).welch_interval(s, g)[1:], m),
+        lambda g, s, m: claims.effect(*stats.welch_interval(s, g)[1:], min_effect=m).verdict,
         # no minimum effect: "not reproduced" only for a significant reversal
-        lambda g, s, m: __import__("nlbudget.teaching.checks", fromlist=["_"])._verdict_of(
-            *__import__("nlbudget.verdicts.stats", fromlist=["_"]).paired_interval(s, g)[1:],
-            0.0),
+        lambda g, s, m: claims.effect(*stats.paired_interval(s, g)[1:]).verdict,
     ],
     "routing_costs": [
         lambda d, s, f: (0.0, 0.0),
@@ -180,8 +180,6 @@ def _ridge_lstsq(X, Y, lam):
 
 
 def _delta_labels_numpy(delta):
-    import numpy as np
-
     d = delta.double().flatten().numpy()
     thr = float(np.quantile(d, 0.25 if (d < 0).mean() < 0.05 else 0.5))
     return torch.from_numpy(d <= thr), thr
@@ -189,8 +187,6 @@ def _delta_labels_numpy(delta):
 
 def _auc_ranks(scores, labels):
     """Mann–Whitney: the positives' mean rank (ties averaged) against all pairs."""
-    from scipy.stats import rankdata
-
     r = rankdata(scores.numpy())
     pos = labels.numpy().astype(bool)
     n1, n0 = pos.sum(), (~pos).sum()
@@ -224,13 +220,12 @@ RIGHT_FUNCTIONS = {
         lambda s, f: float(s.sort(descending=True).values[round(f * len(s))])
         if round(f * len(s)) < len(s) else float(s.min()) - 1,
         # numpy's quantile, another interpolation
-        lambda s, f: float(__import__("numpy").quantile(s.numpy(), 1 - f, method="lower")),
+        lambda s, f: float(np.quantile(s.numpy(), 1 - f, method="lower")),
     ],
     "passing_pair": [lambda d: (torch.full((d,), -0.5), torch.full((d,), -0.5)),
                      lambda d: [list(range(1, d + 1))] * 2],
-    "decide": [lambda g, s, m: __import__("nlbudget.verdicts.claims", fromlist=["_"]).effect(
-        *__import__("nlbudget.verdicts.stats", fromlist=["_"]).t_interval(
-            [a - b for a, b in zip(s, g)])[1:], min_effect=m).verdict],
+    "decide": [lambda g, s, m: claims.effect(
+        *stats.t_interval([a - b for a, b in zip(s, g)])[1:], min_effect=m).verdict],
     "routing_costs": [lambda d, s, f: (float(d[s.topk(round(f * len(d))).indices].sum())
                                        / len(d), round(f * len(d)) / len(d) * float(d.mean()))],
     "position_gap": [lambda f, x, p: torch.linalg.norm(f(x)[:, p] - f(x[:, p]))
@@ -263,9 +258,7 @@ RIGHT_FUNCTIONS = {
     "probe_params": [lambda d, k: 4 * d * k + d + k + 1],
     "random_feature_map": [lambda x, A, mu, s, c: torch.hstack(
         [x, (z := ((x - mu) @ A) / s + c) * torch.sigmoid(z)])],
-    "spearman": [lambda x, y: float(__import__("numpy").corrcoef(
-        __import__("scipy.stats", fromlist=["_"]).rankdata(x),
-        __import__("scipy.stats", fromlist=["_"]).rankdata(y))[0, 1])],
+    "spearman": [lambda x, y: float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])],
     "program_dyck": [_program_full_batch],
 }
 

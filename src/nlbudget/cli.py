@@ -9,7 +9,7 @@ import sys
 
 from nlbudget.assets import corpora, models
 from nlbudget.book import launch, plan, profiles
-from nlbudget.book.build import build, ledger_markdown, ledger_text
+from nlbudget.book.build import EDITIONS, build, ledger_markdown, ledger_text
 from nlbudget.book.exercises import student_edition
 from nlbudget.book.runner import run, run_chapters
 from nlbudget.errors import AssetUnavailable, ParameterError
@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-run", action="store_true", help="reuse executed chapters")
     b.add_argument("--force", action="store_true",
                    help="rerun every chapter and rebuild every page, fresh or not")
-    b.add_argument("--edition", default="solutions", choices=("solutions", "student"),
+    b.add_argument("--edition", default="solutions", choices=EDITIONS,
                    help="student: the exercise pages without solutions or executed checks "
                    "(build/<profile>/site-student)")
     for p in (r, b):

@@ -376,6 +376,11 @@ def _sync(files: dict[str, bytes], site: Path) -> list[str]:
 EDITIONS = ("solutions", "student")
 
 
+def _check_edition(edition: str) -> None:
+    if edition not in EDITIONS:
+        raise ValueError(f"unknown edition {edition!r}; valid: {', '.join(EDITIONS)}")
+
+
 def _exercise_page(step, edition: str) -> bytes:
     if edition == "student":
         nb = nbformat.read(exercises.notebook(step.key), as_version=4)
@@ -392,8 +397,7 @@ def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
     exercises under `notebooks/exercises/`, the generated ledger page and its figure, the
     timings and the course plan. Returns the folder and the staged files that changed since
     the last staging."""
-    if edition not in EDITIONS:
-        raise ValueError(f"unknown edition {edition!r}; valid: {', '.join(EDITIONS)}")
+    _check_edition(edition)
     profile, build_dir, results_dir = p.profile, p.build_dir, p.results_dir
     build = Path(build_dir or paths.build_dir()) / profile
     site = build / ("site" if edition == "solutions" else f"site-{edition}")
@@ -440,8 +444,7 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
     as errors, incrementally (Sphinx rereads only the pages whose staged source changed, and
     nothing at all when no page changed). `edition`: see EDITIONS. Returns the path of
     `index.html`."""
-    if edition not in EDITIONS:
-        raise ValueError(f"unknown edition {edition!r}; valid: {', '.join(EDITIONS)}")
+    _check_edition(edition)  # before any chapter runs
     p = plan.make(profile, seed, results_dir, build_dir, force)
     took = runner.run_plan(p, log) if run else {}
     site, changed = stage(p, edition)

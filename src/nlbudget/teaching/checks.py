@@ -77,6 +77,18 @@ def _difference(got, want, atol: float, rtol: float):
     return None if got == want else ("differs", None)
 
 
+def _call(name: str, desc: str, student, *args):
+    """The student's function on one case; a stub's NotImplementedError passes through (the
+    exercise is still to do), any other error becomes a `CheckFailed` naming the case."""
+    try:
+        return student(*args)
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for {desc}: "
+                          f"{e}") from e
+
+
 def check_function(name: str, student, reference, cases: list[tuple[str, tuple]],
                    atol: float = 1e-6, rtol: float = 1e-5, hints=()) -> None:
     """Call `student(*args)` and `reference(*args)` for every (description, args) case.
@@ -85,13 +97,7 @@ def check_function(name: str, student, reference, cases: list[tuple[str, tuple]]
     to say) — where the student's result is that wrong answer's, the message says so."""
     for desc, args in cases:
         want = reference(*args)
-        try:
-            got = student(*args)
-        except NotImplementedError:
-            raise  # a stub: the exercise is still to do
-        except Exception as e:
-            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for {desc}: "
-                              f"{e}") from e
+        got = _call(name, desc, student, *args)
         d = _difference(got, want, atol, rtol)
         if d is not None:
             what, largest = d
@@ -270,13 +276,8 @@ def passing_pair(student) -> None:
     exchange test — its branches exchanged give the same output on every x."""
     name = "passing_pair"
     for d in (3, 8):
-        try:
-            q, k = (torch.as_tensor(v, dtype=torch.float64).flatten() for v in student(d))
-        except NotImplementedError:
-            raise
-        except Exception as e:
-            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for d = {d}: "
-                              f"{e}") from e
+        q, k = (torch.as_tensor(v, dtype=torch.float64).flatten()
+                for v in _call(name, f"d = {d}", student, d))
         if q.shape != (d,) or k.shape != (d,):
             raise CheckFailed(f"✗ {name}: wrong for d = {d}\n  what differs: shapes\n"
                               f"  expected: two vectors of {d}\n  got:      {tuple(q.shape)}, "
@@ -380,13 +381,7 @@ def decide(student) -> None:
     name = "decide"
     for desc, (g, sym, m) in _DECIDE_CASES:
         want = _decide_reference(g, sym, m)
-        try:
-            got = student(list(g), list(sym), m)
-        except NotImplementedError:
-            raise
-        except Exception as e:
-            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for "
-                              f"{desc}: {e}") from e
+        got = _call(name, desc, student, list(g), list(sym), m)
         if got == want:
             continue
         _, wlo, whi = stats.welch_interval(sym, g)
@@ -575,13 +570,7 @@ def threshold_for_fraction(student) -> None:
     cases = [(n, f) for n, f in ((100, 0.5), (37, 0.2), (64, 0.9), (10, 0.0))]
     for n, f in cases:
         scores = _randn(n, seed=n)
-        try:
-            t = float(student(scores.clone(), f))
-        except NotImplementedError:
-            raise
-        except Exception as e:
-            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} for {n} "
-                              f"scores, fraction {f}: {e}") from e
+        t = float(_call(name, f"{n} scores, fraction {f}", student, scores.clone(), f))
         above = int((scores > t).sum())
         ok = {math.floor(f * n), math.ceil(f * n)}
         if above not in ok:
@@ -697,12 +686,7 @@ def program_dyck(student) -> None:
               if k not in ("E", "P", "U")}
     program = {k: getattr(model, k).detach().clone() for k in ("E", "P", "U")}
     ids, y = tasks.dyck(2048, 12, seed=1, split="train")
-    try:
-        student(model, ids, y)
-    except NotImplementedError:
-        raise
-    except Exception as e:
-        raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__}: {e}") from e
+    _call(name, "2,048 Dyck-1 strings of length 12", student, model, ids, y)
     case = f"{name}: wrong for 2,048 Dyck-1 strings of length 12"
     moved = [k for k, v in frozen.items() if not torch.equal(getattr(model, k).detach(), v)]
     if moved:
