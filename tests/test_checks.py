@@ -44,10 +44,6 @@ WRONG_FUNCTIONS = {
                                      - F.silu(x @ Wu.T) * (x @ Wg.T)).norm()
                                     / (F.silu(x @ Wg.T) * (x @ Wu.T)).norm()),  # before W_down
     ],
-    "ridge": [
-        lambda X, Y, lam: (torch.zeros(X.shape[1], Y.shape[1]), torch.zeros(Y.shape[1])),
-        lambda X, Y, lam: (torch.linalg.lstsq(X, Y).solution, torch.zeros(Y.shape[1])),  # no b
-    ],
     "token_nll": [
         lambda logits, ids: torch.zeros(ids.shape[0], ids.shape[1] - 1),
         lambda logits, ids: F.cross_entropy(  # not shifted: predicts the current token
@@ -111,17 +107,15 @@ WRONG_FUNCTIONS = {
         lambda s: True,
         lambda s: s.count(0) == s.count(1),  # ignores the prefixes
     ],
-    "content_skip": [
-        lambda f, Sd, Su, a: torch.zeros_like(f),
-        lambda f, Sd, Su, a: a * (f @ Sd.T @ Su.T),  # the logit, not sigmoid(a)
-    ],
-    "pre_projection": [
-        lambda x, W1, b1, W2, b2: F.gelu(x @ W1.T + b1) @ W2.T + b2,  # no residual
-        lambda x, W1, b1, W2, b2: x + F.relu(x @ W1.T + b1) @ W2.T + b2,
-    ],
     "probe_params": [
         lambda d, k: 0,
         lambda d, k: 4 * d * k,  # biases and the gate forgotten
+    ],
+    "lora_rank": [
+        lambda d, k, sh: k,  # the probe's width, not its parameter count
+        lambda d, k, sh: max(1, math.ceil(checks._probe_params(d, k)
+                                          / sum(i + o for i, o in sh))),  # rounded up
+        lambda d, k, sh: round(checks._probe_params(d, k) / (2 * d * len(sh))),  # all maps d × d
     ],
     "random_feature_map": [
         lambda x, A, mu, s, c: torch.zeros(x.shape[0], x.shape[1] + A.shape[1], dtype=x.dtype),
@@ -169,14 +163,25 @@ def _llama(Wg, Wu, Wd, x):
     return F.linear(F.silu(F.linear(x, Wg)) * F.linear(x, Wu), Wd)
 
 
-def _ridge_lstsq(X, Y, lam):
-    """Ridge as least squares on the data stacked over √λ·I (no normal equations)."""
-    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
-    d = X.shape[1]
-    A = torch.cat([Xc, lam ** 0.5 * torch.eye(d, dtype=X.dtype)])
-    B = torch.cat([Yc, torch.zeros(d, Y.shape[1], dtype=Y.dtype)])
-    W = torch.linalg.lstsq(A, B, driver="gelsd").solution
-    return W, Y.mean(0) - X.mean(0) @ W
+def _lora_rank_closed_form(d, k, shapes):
+    """Round the ratio of parameter counts (half rounds down), at least 1."""
+    ratio = (4 * d * k + d + k + 1) / sum(i + o for i, o in shapes)
+    return max(1, math.ceil(ratio - 0.5))
+
+
+def test_lora_rank_reference_is_the_books_matched_budget():
+    """The check's reference picks the rank `preprojection.matched_budget` picks (a tiny Llama
+    with grouped keys and values, so the projections differ in shape)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    from nlbudget import preprojection
+
+    torch.manual_seed(0)
+    m = AutoModelForCausalLM.from_config(LlamaConfig(
+        vocab_size=50, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32))
+    shapes = [(48, 48), (48, 24), (48, 24), (48, 48)]
+    for k in (1, 2, 5, 9):
+        assert checks._lora_rank(48, k, shapes) == preprojection.matched_budget(m, k).lora_rank
 
 
 def _delta_labels_numpy(delta):
@@ -242,7 +247,6 @@ RIGHT_FUNCTIONS = {
                                                              "rank4-silu": 9}.get(v, 3)))],
     "llama_exchange": [lambda Wg, Wu, Wd, x: float(torch.linalg.norm(
         _llama(Wg, Wu, Wd, x) - _llama(Wu, Wg, Wd, x)) / torch.linalg.norm(_llama(Wg, Wu, Wd, x)))],
-    "ridge": [_ridge_lstsq],
     "token_nll": [lambda logits, ids: -logits[:, :-1].double().log_softmax(-1).gather(
         -1, ids[:, 1:, None]).squeeze(-1)],
     "perplexity": [lambda nll: float(torch.exp(nll.double().sum() / nll.numel()))],
@@ -253,9 +257,8 @@ RIGHT_FUNCTIONS = {
     "width": [_width_closed_form],
     "is_balanced": [lambda s: all(sum(1 if c == 0 else -1 for c in s[:i + 1]) >= 0
                                   for i in range(len(s))) and 2 * list(s).count(0) == len(s)],
-    "content_skip": [lambda f, Sd, Su, a: (f @ (Su @ Sd).T) / (1 + math.exp(-a))],
-    "pre_projection": [lambda x, W1, b1, W2, b2: x + F.linear(F.gelu(F.linear(x, W1, b1)), W2, b2)],
     "probe_params": [lambda d, k: 4 * d * k + d + k + 1],
+    "lora_rank": [_lora_rank_closed_form],
     "random_feature_map": [lambda x, A, mu, s, c: torch.hstack(
         [x, (z := ((x - mu) @ A) / s + c) * torch.sigmoid(z)])],
     "spearman": [lambda x, y: float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])],
@@ -322,7 +325,7 @@ FIGURES = {
 
 
 def _measured_trend():
-    """Exercise 3.5's answer as its check measures it, not written down here."""
+    """Exercise 3.3's answer as its check measures it, not written down here."""
     return {k: "rises" if (v := checks._linearity_by_scale(k))[-1] > v[0] else "falls"
             for k in ("gelu", "gated")}
 
@@ -400,7 +403,8 @@ HINTED = {("gated_mlp", 1): "σ is on the wrong branch", ("symmetric_mlp", 1): "
           ("token_nll", 1): "predict token t + 1", ("perplexity", 2): "not of the sum",
           ("delta_labels", 1): "25th", ("auc", 1): "counts ½",
           ("causal_softmax", 0): "mask the future", ("causal_softmax", 1): "transposed",
-          ("threshold_for_fraction", 1): "*below*"}
+          ("threshold_for_fraction", 1): "*below*",
+          ("lora_rank", 0): "not the probe's width k", ("lora_rank", 1): "do not round up"}
 
 
 @pytest.mark.parametrize("name,i", sorted(HINTED))

@@ -33,6 +33,8 @@ def test_exercise_notebook_shape(key):
     assert 3 <= len(cat) <= 5, "3–5 exercises per chapter"
     assert any(e["kind"] == "Predict, then check" for e in cat)
     assert [e["number"] for e in cat] == [f"{int(key)}.{i}" for i in range(1, len(cat) + 1)]
+    stubs = [c for c in code if exercises.EXERCISE_TAG in c.metadata.get("tags", [])]
+    assert sum(e["parts"] for e in cat) == len(stubs) and all(e["parts"] >= 1 for e in cat)
     for e in cat:
         stub, solution, check = (nb.cells[i] for i in e["cells"])
         assert stub.metadata["tags"] == [exercises.EXERCISE_TAG]
@@ -63,6 +65,19 @@ def test_student_copy_drops_solutions_only():
     assert len(nb.cells) == len(nbformat.read(exercises.notebook("01"), as_version=4).cells)
 
 
+def test_committed_student_edition_is_the_exercises_without_solutions():
+    """`notebooks/student/` (what the student book's launch buttons open) is exactly the
+    student copy of every exercise notebook: rerun `nlbudget student-edition` after an edit."""
+    folder = exercises.student_folder()
+    assert sorted(p.name for p in folder.glob("*.ipynb")) == \
+        sorted(exercises.notebook(k).name for k in KEYS)
+    for key in KEYS:
+        want = nbformat.writes(exercises.student_copy(
+            nbformat.read(exercises.notebook(key), as_version=4)))
+        got = nbformat.writes(nbformat.read(folder / exercises.notebook(key).name, as_version=4))
+        assert got == want, f"{key}: run `nlbudget student-edition`"
+
+
 def test_student_edition_command(tmp_path):
     from nlbudget import cli
 
@@ -89,7 +104,7 @@ def test_with_solutions_every_check_passes(smoke):
         errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
                   if o.output_type == "error"]
         assert not errors and "✗" not in text, key
-        assert text.count("✓") == len(exercises.catalogue(key)), (key, text)
+        assert text.count("✓") == sum(e["parts"] for e in exercises.catalogue(key)), (key, text)
     # nothing changed: a second pass runs none of them
     assert {s.why for s in plan.make("smoke", 0, res, bld).exercises} == {"fresh"}
 
@@ -106,3 +121,23 @@ def test_student_edition_stops_at_the_first_exercise(smoke, tmp_path):
                                 kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
         assert e.value.ename == "NotImplementedError", (key, e.value.ename, e.value.evalue)
         assert f"Exercise {first}:" in e.value.evalue
+
+
+@pytest.mark.exercises
+def test_a_solution_that_prints_a_cross_fails_the_build_at_smoke_and_ci(tmp_path, monkeypatch):
+    from nlbudget.book import runner
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('profile = "ci"\nresults_dir = None',
+                                  metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell('print("✗ predicted False; the book measured True")')],
+        metadata={"kernelspec": {"name": "python3", "language": "python",
+                                 "display_name": "Python 3"}})
+    src = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, src)
+    monkeypatch.setattr(exercises, "notebook", lambda key: src)
+    monkeypatch.setattr(exercises, "executed", lambda key, profile, b: tmp_path / profile / "x.ipynb")
+    with pytest.raises(RuntimeError, match="a solution's check failed:\n  ✗ predicted False"):
+        runner.run_exercises("01", "ci", tmp_path, tmp_path)
+    assert not (tmp_path / "ci" / "x.ipynb").exists()  # no executed copy to serve
+    assert runner.run_exercises("01", "full", tmp_path, tmp_path).is_file()  # said, not fatal

@@ -32,6 +32,16 @@ BANNED = [
     (r"\\alpha\s*/\s*r", "α as LoRA's scale (α is Part I's scaling factor)",
      r"\alpha_\text{LoRA}"),
     (r"\\cdots\s*T(?![\w])", "T as a matrix (T is a sequence length)", r"$Z$"),
+    (r"\\sum_k|\\binom\{[^{}]*\}\{k\}|H\^k", "k as a summation index", r"$u$"),
+]
+
+#: Symbols that mean one thing in some parts and must not appear elsewhere: (pattern, what it
+#: would mean out of place, the chapters where the symbol has its meaning).
+SCOPED = [
+    (r"(?<![A-Za-z\\_{])k(?![A-Za-z_])", "a bare k outside Part I (a key), Part III (k-hop) "
+     "and Part IV (a probe's width)", {"01", "02", "05", "06"}),
+    (r"(?<![A-Za-z\\_{])P(?![A-Za-z_])", "a bare P outside Part III (the position table)",
+     {"05"}),
 ]
 
 
@@ -47,6 +57,9 @@ def test_pages_use_the_books_notation(path):
     for pattern, wrong, right in BANNED:
         hit = re.search(pattern, math)
         assert hit is None, f"{path.name}: {hit.group(0)!r} uses {wrong}; the book writes {right}"
+    for pattern, wrong, where in SCOPED:
+        hit = re.search(pattern, math)
+        assert path.stem[:2] in where or hit is None, f"{path.name}: {hit.group(0)!r} is {wrong}"
 
 
 def test_the_rules_catch_the_old_notation():
@@ -54,12 +67,18 @@ def test_the_rules_catch_the_old_notation():
            "$h^t = h^{t-1} + \\sum_h A^t_h$ $X_c = USV^\\top$ $W_1 x_t + b_1$ $Wx+b$ "
            "$(\\sigma(xQ^\\top)\\odot xK^\\top)V$ $\\sigma(xW_1^\\top)W_2$ $xW_\\ell + b$ "
            "$\\delta = L_\\text{lin} - L_\\text{full}$ $\\alpha/r=2$ $EV\\cdots T$")
+    old += " $\\sum_k \\binom{\\ell}{k}H^k$"
     caught = {wrong for pattern, wrong, _ in BANNED if re.search(pattern, old)}
     assert caught == {w for _, w, _ in BANNED} - {"L as a loss"}
     new = ("$(\\sigma(xQ^\\top)\\odot xK^\\top)\\,V^\\top$ $\\sigma(xW_1^\\top)W_2^\\top$ "
            "$x\\hat W_\\ell + \\hat b_\\ell$ $\\mathcal L_\\text{lin}$ $\\alpha_\\text{LoRA}/r$ "
            "$\\cdots Z$ $(B, T, d)$")
     assert not [wrong for pattern, wrong, _ in BANNED if re.search(pattern, new)]
+    # a PCA gate's k, a probability P(·): caught outside the parts that own k and P
+    stray = "$k=2,6,12$ $k<d$ $P(x)$"
+    assert all(re.search(pattern, stray) for pattern, _, _ in SCOPED)
+    assert not [w for pattern, w, _ in SCOPED if re.search(pattern, "$n_\\text{pc}<d$ $\\Pr(x)$ "
+                                                                 "$k_\\text{pre}$ $P_\\alpha$")]
 
 
 def test_notation_page_defines_every_symbol_it_replaces():

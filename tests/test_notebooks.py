@@ -209,7 +209,7 @@ def test_book_builds_with_warnings_as_errors(smoke):
     for key in exercises.available():  # each chapter's exercises, solutions folded
         stem = profiles.chapter(key).stem
         page = (html / "notebooks" / "exercises" / f"{stem}.html").read_text()
-        n = len(exercises.catalogue(key))
+        n = sum(e["parts"] for e in exercises.catalogue(key))  # a solution per part
         assert page.count("Show the solution to exercise") == n, stem
         assert len(re.findall(r'<details class="[^"]*hide[^"]*above-input', page)) == n, stem
         # every exercise's check passed with its solution (a line "✓ name: …" each)
@@ -238,7 +238,9 @@ def test_the_student_book_gives_nothing_away(smoke):
     assert index.parent.parent.parent.name == "site-student"  # beside the solutions' book
     for key in exercises.available():
         stem = profiles.chapter(key).stem
-        page = (index.parent / "notebooks" / "exercises" / f"{stem}.html").read_text()
+        # served from the committed student copy's path: its launch buttons open that notebook
+        page = (index.parent / "notebooks" / "student" / f"{stem}.html").read_text()
+        assert not (index.parent / "notebooks" / "exercises" / f"{stem}.html").exists()
         text = html.unescape(re.sub(r"<[^>]+>", "", page))
         assert "Show the solution" not in page and 'class="cell_output' not in page, stem
         assert "NotImplementedError" in text and "the book measured" not in text, stem

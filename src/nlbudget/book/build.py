@@ -394,7 +394,7 @@ def _exercise_page(step, edition: str) -> bytes:
 def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
     """Stage the book's sources in `<build>/<profile>/site/` (the student edition in
     `site-student/`): the pages of `book/`, the executed chapters under `notebooks/` and their
-    exercises under `notebooks/exercises/`, the generated ledger page and its figure, the
+    exercises under `notebooks/exercises/` (the student edition's under `notebooks/student/`), the generated ledger page and its figure, the
     timings and the course plan. Returns the folder and the staged files that changed since
     the last staging."""
     _check_edition(edition)
@@ -415,8 +415,13 @@ def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
             raise FileNotFoundError(f"chapter {step.stem} has not been executed at profile "
                                     f"{profile!r} ({step.executed}); run `nlbudget book`")
         files[f"notebooks/{step.executed.name}"] = step.executed.read_bytes()
+    # the student book serves each exercise page from the committed student copy's path, so
+    # that its launch buttons (made from the page's path) open the notebook without solutions
+    folder = "exercises" if edition == "solutions" else exercises.student_folder().name
     for step in p.exercises:
-        files[f"notebooks/exercises/{step.executed.name}"] = _exercise_page(step, edition)
+        files[f"notebooks/{folder}/{step.executed.name}"] = _exercise_page(step, edition)
+    files["_toc.yml"] = files["_toc.yml"].replace(b"notebooks/exercises/",
+                                                  f"notebooks/{folder}/".encode())
     import matplotlib
 
     matplotlib.use("Agg")  # before pyplot loads (through `plots`): the ledger figure is a file

@@ -26,6 +26,13 @@ def folder() -> Path:
     return paths.shipped() / "notebooks" / "exercises"
 
 
+def student_folder() -> Path:
+    """The student edition, committed beside the exercises (`notebooks/student/`): what the
+    student book's launch buttons open. `nlbudget student-edition` rewrites it; a test keeps
+    it equal to `student_copy` of every exercise notebook."""
+    return paths.shipped() / "notebooks" / "student"
+
+
 def notebook(key: str) -> Path:
     """The exercise notebook of chapter `key` (named as the chapter is)."""
     return folder() / f"{profiles.chapter(key).stem}.ipynb"
@@ -48,8 +55,8 @@ def student_copy(nb):
 
 def student_edition(out: str | Path | None = None) -> list[Path]:
     """Write the student edition (every exercise notebook, solutions removed) into `out`
-    (default `build/student/`). Returns the files written."""
-    out = Path(out or paths.build_dir() / "student")
+    (default `notebooks/student/`, the committed copies). Returns the files written."""
+    out = Path(out or student_folder())
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for key in available():
@@ -80,8 +87,9 @@ _META = re.compile(r"\{admonition\} (?P<kind>Write|Prove|Decide|Predict, then ch
 
 def catalogue(key: str) -> list[dict]:
     """The exercises of chapter `key`'s notebook, in order: number, title, label (for
-    cross-references), kind, level (★ to ★★★), minutes, and the indices of its stub,
-    solution and check cells."""
+    cross-references), kind, level (★ to ★★★), minutes, the indices of its (first) stub,
+    solution and check cells, and `parts`: how many stubs it has (each with its own solution
+    and check), counted up to the next `## ` heading."""
     nb = nbformat.read(notebook(key), as_version=4)
     out = []
     for i, c in enumerate(nb.cells):
@@ -96,5 +104,13 @@ def catalogue(key: str) -> list[dict]:
         out.append({"number": head["number"], "title": head["title"].strip(),
                     "label": label["label"],
                     "kind": meta["kind"], "level": len(meta["level"]),
-                    "minutes": int(meta["minutes"]), "cells": (i + 1, i + 2, i + 3)})
+                    "minutes": int(meta["minutes"]), "cells": (i + 1, i + 2, i + 3),
+                    "parts": 0})
+    current = None
+    for c in nb.cells:
+        if c.cell_type == "markdown" and re.search(r"^## ", c.source, re.M):
+            head = _HEAD.search(c.source)
+            current = next((e for e in out if head and e["number"] == head["number"]), None)
+        elif current is not None and EXERCISE_TAG in c.metadata.get("tags", []):
+            current["parts"] += 1
     return out

@@ -54,7 +54,8 @@ def install_cell_source(url: str | None) -> str:
 
 def notebooks() -> list[Path]:
     root = paths.shipped() / "notebooks"
-    return sorted(root.glob("*.ipynb")) + sorted((root / "exercises").glob("*.ipynb"))
+    return [*sorted(root.glob("*.ipynb")),
+            *(p for sub in ("exercises", "student") for p in sorted((root / sub).glob("*.ipynb")))]
 
 
 def _is_install_cell(cell: dict) -> bool:

@@ -405,30 +405,6 @@ def decide(student) -> None:
 
 # ------------------------------------------------------------------ Part II: chapter 03
 
-def _xy(seed, n=40, d_in=5, d_out=3, scale=1.0):
-    X = _randn(n, d_in, seed=seed) * scale + 0.5
-    Y = torch.tanh(X @ _randn(d_in, d_out, seed=seed + 1)) + 0.1 * _randn(n, d_out, seed=seed + 2)
-    return X, Y
-
-
-def ridge(student) -> None:
-    """Exercise 3.1: the ridge surrogate (W, b) of P3, on centred data, λ given."""
-    shapes = ((40, 5, 3, 1.0, 0.01), (12, 8, 2, 3.0, 1.0), (200, 4, 4, 0.1, 0.01),
-              (30, 6, 6, 1.0, 0.0))  # (n, d_in, d_out, scale of X, λ)
-    cases = [(f"n = {n}, d_in = {di}, d_out = {do}, λ = {lam}, seed {s}",
-              (*_xy(s, n, di, do, sc), lam))
-             for s, (n, di, do, sc, lam) in enumerate(shapes)]
-
-    def ref(X, Y, lam):
-        f = surrogates.fit_ridge(X, Y, lam, dtype=torch.float64)
-        return f.W, f.b
-
-    def stu(X, Y, lam):
-        W, b = student(X.clone(), Y.clone(), lam)
-        return torch.as_tensor(W).double(), torch.as_tensor(b).double()
-    return check_function("ridge surrogate", stu, ref, cases, atol=1e-6, rtol=1e-5)
-
-
 def _logits_cases():
     out = []
     for s, (B, T, V) in enumerate(((1, 5, 7), (3, 8, 11), (2, 2, 4))):
@@ -439,7 +415,7 @@ def _logits_cases():
 
 
 def token_nll(student) -> None:
-    """Exercise 3.2: per-token next-token loss, (B, T−1)."""
+    """Exercise 3.1 (a): per-token next-token loss, (B, T−1)."""
     unshifted = (lambda l, i: F.cross_entropy(l[:, 1:].transpose(1, 2).float(), i[:, 1:],
                                               reduction="none"),
                  "the logits at position t predict token t + 1: compare logits[:, :-1] with "
@@ -450,7 +426,7 @@ def token_nll(student) -> None:
 
 
 def perplexity(student) -> None:
-    """Exercise 3.3: exp of the mean per-token loss."""
+    """Exercise 3.1 (b): exp of the mean per-token loss."""
     cases = [(desc, (evaluation.token_nll(l, i),)) for desc, (l, i) in _logits_cases()]
     cases.append(("a (2, 3) loss of all zeros", (torch.zeros(2, 3),)))
     hints = [(lambda n: math.exp(float(n.double().sum())),
@@ -461,7 +437,7 @@ def perplexity(student) -> None:
 
 
 def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> None:
-    """Exercise 3.4: does zeroing every MLP of the trained pair raise its perplexity?"""
+    """Exercise 3.2: does zeroing every MLP of the trained pair raise its perplexity?"""
     if not isinstance(predicted, bool):
         raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
     pair = chapter_results("03", profile, results_dir)["figures"]["pair"]
@@ -476,7 +452,7 @@ _SCALES = (0.03, 0.3, 3.0, 30.0)
 
 def _linearity_by_scale(kind: str, scales=_SCALES, d: int = 16, n: int = 64, N: int = 3000,
                        seed: int = 0) -> list[float]:
-    """Exercise 3.5's experiment: R² on held-out inputs of a ridge surrogate fit to a random
+    """Exercise 3.3's experiment: R² on held-out inputs of a ridge surrogate fit to a random
     MLP — "gelu": GELU(x W₁ᵀ) Vᵀ, "gated": (SiLU(x W₁ᵀ) ⊙ x W₂ᵀ) Vᵀ — for Gaussian inputs x
     of each spread in `scales`."""
     g = _gen(seed)
@@ -494,7 +470,7 @@ def _linearity_by_scale(kind: str, scales=_SCALES, d: int = 16, n: int = 64, N: 
 
 
 def predict_linearity_by_scale(predicted, profile: str = "ci", results_dir=None) -> None:
-    """Exercise 3.5: as the inputs' spread grows from 0.03 to 30, does a linear surrogate's R²
+    """Exercise 3.3: as the inputs' spread grows from 0.03 to 30, does a linear surrogate's R²
     rise or fall — for a GELU MLP, and for a gated (SiLU) MLP? Measured here, on the spot."""
     if not (isinstance(predicted, dict) and set(predicted) == {"gelu", "gated"}
             and set(predicted.values()) <= {"rises", "falls"}):
@@ -710,56 +686,48 @@ def program_dyck(student) -> None:
 
 # ------------------------------------------------------------------ Part IV: chapter 06
 
-def _skip_case(s, d=6, r=2):
-    f = _randn(3, 5, d, seed=s)
-    Wd, Wu = _randn(r, d, seed=s + 1), _randn(d, r, seed=s + 2)
-    a = float(_randn(1, seed=s + 3))
-    return f"features (3, 5, {d}), rank {r}, a = {a:.2f}", (f, Wd, Wu, a)
-
-
-def content_skip(student) -> None:
-    """Exercise 6.1: s(f) = sigmoid(a) · f S_downᵀ S_upᵀ, weights in `nn.Linear`'s layout."""
-    def ref(f, Wd, Wu, a):
-        m = preprojection.ContentSkip(f.shape[-1], Wd.shape[0]).double()
-        with torch.no_grad():
-            m.down.weight.copy_(Wd)
-            m.up.weight.copy_(Wu)
-            m.logit.fill_(a)
-            return m(f)
-    cases = [_skip_case(s, d, r) for s, (d, r) in enumerate(((6, 2), (4, 1), (8, 8)))]
-    return check_function("content_skip", lambda *a: torch.as_tensor(student(*a)), ref, cases)
-
-
-def pre_projection(student) -> None:
-    """Exercise 6.2: f(x) = x + GELU(x W₁ᵀ + b₁) W₂ᵀ + b₂."""
-    def ref(x, W1, b1, W2, b2):
-        m = preprojection.PreProjection(x.shape[-1], W1.shape[0]).double()
-        with torch.no_grad():
-            for p, v in zip((m.up.weight, m.up.bias, m.down.weight, m.down.bias),
-                            (W1, b1, W2, b2)):
-                p.copy_(v)
-            return m(x)
-    cases = []
-    for s, (d, k) in enumerate(((5, 3), (4, 8), (6, 1))):
-        cases.append((f"x (2, 3, {d}), hidden width {k}",
-                      (_randn(2, 3, d, seed=s), _randn(k, d, seed=s + 1), _randn(k, seed=s + 2),
-                       _randn(d, k, seed=s + 3), _randn(d, seed=s + 4))))
-    return check_function("pre_projection", lambda *a: torch.as_tensor(student(*a)), ref, cases)
+def _probe_params(d, k):
+    return (sum(p.numel() for p in preprojection.PreProjection(d, k).parameters())
+            + sum(p.numel() for p in preprojection.ContentSkip(d, k).parameters()))
 
 
 def probe_params(student) -> None:
-    """Exercise 6.3: trainable parameters of one layer's pre-projection of hidden width k
+    """Exercise 6.1 (a): trainable parameters of one layer's pre-projection of hidden width k
     plus its content skip of rank k, at model width d."""
-    def ref(d, k):
-        return (sum(p.numel() for p in preprojection.PreProjection(d, k).parameters())
-                + sum(p.numel() for p in preprojection.ContentSkip(d, k).parameters()))
+    ref = _probe_params
     cases = [(f"d = {d}, k = {k}", (d, k)) for d, k in ((576, 16), (96, 8), (768, 1), (10, 10))]
     return check_function("probe_params", lambda d, k: int(student(d, k)), ref, cases,
                           atol=0, rtol=0)
 
 
+def _lora_rank(d, k, shapes):
+    """The rank whose LoRA count per layer is nearest the probe's, as
+    `preprojection.matched_budget` chooses it (ranks 1 … 4k, the smaller on a tie)."""
+    per_rank = sum(i + o for i, o in shapes)
+    return min(range(1, 4 * k + 1), key=lambda r: abs(r * per_rank - _probe_params(d, k)))
+
+
+#: (d, k, one layer's adapted projections): SmolLM2-135M (grouped keys and values), a GPT-2
+#: style fused query-key-value map, a tiny model where the nearest rank is 1.
+_LORA_CASES = ((576, 16, ((576, 576), (576, 192), (576, 192), (576, 576))),
+               (768, 8, ((768, 2304), (768, 768))), (96, 4, ((96, 96),) * 4),
+               (64, 1, ((64, 64),) * 4))
+
+
+def lora_rank(student) -> None:
+    """Exercise 6.1 (b): the LoRA rank whose parameter count matches the probes' at width k."""
+    cases = [(f"d = {d}, k = {k}, {len(sh)} adapted maps", (d, k, sh))
+             for d, k, sh in _LORA_CASES]
+    hints = [(lambda d, k, sh: k, "the rank that spends the same *parameters*, not the "
+              "probe's width k"),
+             (lambda d, k, sh: max(1, math.ceil(_probe_params(d, k) / sum(i + o for i, o in sh))),
+              "the *nearest* count, which may lie below the probe's (round, do not round up)")]
+    return check_function("lora_rank", lambda d, k, sh: int(student(d, k, [tuple(x) for x in sh])),
+                          _lora_rank, cases, atol=0, rtol=0, hints=hints)
+
+
 def predict_step0_changes(predicted, profile: str, results_dir=None) -> None:
-    """Exercise 6.4: which variants change the model's output before their first step."""
+    """Exercise 6.2: which variants change the model's output before their first step."""
     variants = set(preprojection.VARIANTS)
     if not isinstance(predicted, (set, frozenset)) or not set(predicted) <= variants:
         raise CheckFailed(f"a prediction is a set of variant names from {sorted(variants)}, "
@@ -791,7 +759,7 @@ def _position_gap(f, x, perm):
 
 
 def position_gap(student) -> None:
-    """Exercise 6.5: how far a map of (B, T, d) activations is from commuting with a
+    """Exercise 6.3: how far a map of (B, T, d) activations is from commuting with a
     permutation of the positions: ‖f(x[:, π]) − f(x)[:, π]‖ / ‖f(x)‖."""
     pre = preprojection.PreProjection(8, 16).double()
     with torch.no_grad():
