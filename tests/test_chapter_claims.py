@@ -516,6 +516,16 @@ def test_ch05_construction_and_universality():
     assert verdict(c5.claim_random_universal, f05(), S) == R
     assert verdict(c5.claim_random_universal, f05(degen=(1e-4, 0.5)), S) == INC  # control
     assert verdict(c5.claim_random_universal, f05(best=(0.3, 0.2)), S) == INC
+    # three seeds of one target: the search gains nothing over the UT that cannot attend
+    seeds3 = {"random_universality": {"t0": [
+        {"rel_error": e, "degenerate": dg, "m": 64, "rel_error_token_position": 0.6}
+        for e, dg in ((0.44, False), (0.45, True), (0.47, False), (0.46, True), (0.43, False),
+                      (0.45, True))]}}
+    assert verdict(c5.claim_random_universal, {**f05(), **seeds3}, S) == NR
+    # …and one that gains clearly but stalls above the exact level stays undecided
+    for r in seeds3["random_universality"]["t0"]:
+        r["rel_error"] = r["rel_error"] - (0.0 if r["degenerate"] else 0.3)
+    assert verdict(c5.claim_random_universal, {**f05(), **seeds3}, S) == INC
     assert verdict(c5.claim_lower_bound, f05(), S) == NRUN
 
 
@@ -721,9 +731,6 @@ SAMPLES = {"01": lambda: (f01(), settings(c1)),
 UNREACHABLE = {
     "claim_lower_bound": {R, NR, INC},  # not run: the book has no proof check of Theorem 4.1
     "claim_gpt2_large_max_cost": set(),
-    # a search for a program that stalls cannot refute a probability-1 existence statement:
-    # the rule says so and never returns not reproduced
-    "claim_random_universal": {NR},
 }
 
 
