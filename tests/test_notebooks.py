@@ -232,12 +232,20 @@ def test_book_builds_with_warnings_as_errors(smoke):
 
 
 @pytest.mark.notebooks
-def test_the_student_book_gives_nothing_away(smoke):
+def test_the_student_book_gives_nothing_away(smoke, monkeypatch):
+    from nlbudget.book import launch
+
     res, bld = smoke
+    url = "https://github.com/owner/book"  # with a repository, pages get launch buttons
+    monkeypatch.setattr(launch, "repository_url", lambda: url)
     index = book.build("smoke", run=False, build_dir=bld, results_dir=res, edition="student")
     assert index.parent.parent.parent.name == "site-student"  # beside the solutions' book
     for key in exercises.available():
         stem = profiles.chapter(key).stem
+        # its launch buttons open the committed student copy, not the solutions
+        page = (index.parent / "notebooks" / "student" / f"{stem}.html").read_text()
+        assert f"owner/book/blob/main/notebooks/student/{stem}.ipynb" in page, stem
+        assert "notebooks/exercises/" not in page, stem
         # served from the committed student copy's path: its launch buttons open that notebook
         page = (index.parent / "notebooks" / "student" / f"{stem}.html").read_text()
         assert not (index.parent / "notebooks" / "exercises" / f"{stem}.html").exists()

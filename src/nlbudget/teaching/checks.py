@@ -238,17 +238,17 @@ _GATED = (lambda x, Q, K, V, act: (_act(act)(x @ Q.T) * (x @ K.T)) @ V.T,
 
 
 def gated_mlp(student) -> None:
-    """Exercise 1.1: eq. (5), (σ(x Qᵀ) ⊙ x Kᵀ) Vᵀ with weights in `nn.Linear`'s layout."""
+    """Exercise 1.1 (a): eq. (5), (σ(x Qᵀ) ⊙ x Kᵀ) Vᵀ with weights in `nn.Linear`'s layout."""
     return _qkv_check("gated_mlp (eq. 5)", bilinear.GatedMLP, student, [_SIGMA_ON_UP, _SYMMETRIC])
 
 
 def symmetric_mlp(student) -> None:
-    """Exercise 1.2: eq. (4), σ((x Qᵀ) ⊙ (x Kᵀ)) Vᵀ."""
+    """Exercise 1.1 (b): eq. (4), σ((x Qᵀ) ⊙ (x Kᵀ)) Vᵀ."""
     return _qkv_check("symmetric_mlp (eq. 4)", bilinear.SymmetricBilinearMLP, student, [_GATED])
 
 
 def exchange_error(student) -> None:
-    """Exercise 1.3: ‖f(x) − f'(x)‖ / ‖f(x)‖ for the gated MLP f and its exchanged copy f'."""
+    """Exercise 1.2: ‖f(x) − f'(x)‖ / ‖f(x)‖ for the gated MLP f and its exchanged copy f'."""
     def ref(act, d, n, s, x):
         m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
         return bilinear.relative_error(m, bilinear.exchanged(m), x)
@@ -260,7 +260,7 @@ def exchange_error(student) -> None:
 
 
 def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> None:
-    """Exercise 1.4: the activations for which the gated MLP is exchange-symmetric."""
+    """Exercise 1.3: the activations for which the gated MLP is exchange-symmetric."""
     acts = set(bilinear.ACTIVATIONS) & {"relu", "gelu", "silu", "linear"}
     if not isinstance(predicted, (set, frozenset)) or not set(predicted) <= acts:
         raise CheckFailed(f"a prediction is a set of activation names from {sorted(acts)}, "
@@ -272,7 +272,7 @@ def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> Non
 
 
 def passing_pair(student) -> None:
-    """Exercise 1.5: nonzero q, k with which the gated form σ(q·x)(k·x) of the SiLU passes the
+    """Exercise 1.4: nonzero q, k with which the gated form σ(q·x)(k·x) of the SiLU passes the
     exchange test — its branches exchanged give the same output on every x."""
     name = "passing_pair"
     for d in (3, 8):
@@ -294,7 +294,7 @@ def passing_pair(student) -> None:
                 hint = ("q and k point the same way, but with different lengths: σ(c·a)·a and "
                         "σ(a)·c·a differ unless σ is linear — which multiple c is left?")
             else:
-                hint = ("σ(a)b = σ(b)a for all a, b only holds for linear σ (exercise 1.5's "
+                hint = ("σ(a)b = σ(b)a for all a, b only holds for linear σ (exercise 1.4's "
                         "proof); with the SiLU it can only hold when a = b for every x")
             raise CheckFailed(f"✗ {name}: wrong for d = {d}\n  what differs: the exchange "
                               f"error\n  expected: 0 with q, k ≠ 0\n  got:      {err:.3g} "
