@@ -136,7 +136,8 @@ def test_a_solution_that_prints_a_cross_fails_the_build_at_smoke_and_ci(tmp_path
     src = tmp_path / "01_x.ipynb"
     nbformat.write(nb, src)
     monkeypatch.setattr(exercises, "notebook", lambda key: src)
-    monkeypatch.setattr(exercises, "executed", lambda key, profile, b: tmp_path / profile / "x.ipynb")
+    monkeypatch.setattr(exercises, "executed",
+                        lambda key, profile, b: tmp_path / profile / "x.ipynb")
     with pytest.raises(RuntimeError, match="a solution's check failed:\n  ✗ predicted False"):
         runner.run_exercises("01", "ci", tmp_path, tmp_path)
     assert not (tmp_path / "ci" / "x.ipynb").exists()  # no executed copy to serve

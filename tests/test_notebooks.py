@@ -246,8 +246,6 @@ def test_the_student_book_gives_nothing_away(smoke, monkeypatch):
         page = (index.parent / "notebooks" / "student" / f"{stem}.html").read_text()
         assert f"owner/book/blob/main/notebooks/student/{stem}.ipynb" in page, stem
         assert "notebooks/exercises/" not in page, stem
-        # served from the committed student copy's path: its launch buttons open that notebook
-        page = (index.parent / "notebooks" / "student" / f"{stem}.html").read_text()
         assert not (index.parent / "notebooks" / "exercises" / f"{stem}.html").exists()
         text = html.unescape(re.sub(r"<[^>]+>", "", page))
         assert "Show the solution" not in page and 'class="cell_output' not in page, stem

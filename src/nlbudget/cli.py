@@ -54,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
     led.add_argument("--markdown", action="store_true", help="the book page's markdown instead")
     st = sub.add_parser("student-edition", help="write the exercise notebooks without their "
                         "solutions")
-    st.add_argument("--out", default=None, help="folder (default: notebooks/student, the committed copies)")
+    st.add_argument("--out", default=None,
+                    help="folder (default: notebooks/student, the committed copies)")
     f = sub.add_parser("fetch", help="fetch an offline model or corpus into the cache")
     f.add_argument("asset", help="smollm2-135m or shakespeare (pydocs ships with the book)")
     cmp_ = sub.add_parser("compare", help="two results folders: the verdicts and figures that "

@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
-
 from nlbudget import paths
 from nlbudget.assets import machine
 from nlbudget.book import exercises, launch, plan, profiles, runner
@@ -382,9 +380,8 @@ def _check_edition(edition: str) -> None:
 
 
 def _exercise_page(step, edition: str) -> bytes:
-    if edition == "student":
-        nb = nbformat.read(exercises.notebook(step.key), as_version=4)
-        return nbformat.writes(exercises.student_copy(nb)).encode()
+    if edition == "student":  # the committed copy (a test keeps it equal to the exercises)
+        return (exercises.student_folder() / exercises.notebook(step.key).name).read_bytes()
     if not step.executed.is_file():
         raise FileNotFoundError(f"the exercises of chapter {step.stem} have not been executed "
                                 f"({step.executed}); run `nlbudget book`")
@@ -394,8 +391,8 @@ def _exercise_page(step, edition: str) -> bytes:
 def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
     """Stage the book's sources in `<build>/<profile>/site/` (the student edition in
     `site-student/`): the pages of `book/`, the executed chapters under `notebooks/` and their
-    exercises under `notebooks/exercises/` (the student edition's under `notebooks/student/`), the generated ledger page and its figure, the
-    timings and the course plan. Returns the folder and the staged files that changed since
+    exercises under `notebooks/exercises/` (the student edition's under `notebooks/student/`),
+    the generated ledger page and its figure, the timings and the course plan. Returns the folder and the staged files that changed since
     the last staging."""
     _check_edition(edition)
     profile, build_dir, results_dir = p.profile, p.build_dir, p.results_dir

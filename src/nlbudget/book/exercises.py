@@ -91,10 +91,14 @@ def catalogue(key: str) -> list[dict]:
     solution and check cells, and `parts`: how many stubs it has (each with its own solution
     and check), counted up to the next `## ` heading."""
     nb = nbformat.read(notebook(key), as_version=4)
-    out = []
+    out, current = [], None
     for i, c in enumerate(nb.cells):
+        if current is not None and EXERCISE_TAG in c.metadata.get("tags", []):
+            current["parts"] += 1
         head = _HEAD.search(c.source) if c.cell_type == "markdown" else None
         if not head:
+            if c.cell_type == "markdown" and re.search(r"^## ", c.source, re.M):
+                current = None  # another section ends the exercise
             continue
         meta, label = _META.search(c.source), _LABEL.search(c.source)
         if meta is None or label is None:
@@ -106,11 +110,5 @@ def catalogue(key: str) -> list[dict]:
                     "kind": meta["kind"], "level": len(meta["level"]),
                     "minutes": int(meta["minutes"]), "cells": (i + 1, i + 2, i + 3),
                     "parts": 0})
-    current = None
-    for c in nb.cells:
-        if c.cell_type == "markdown" and re.search(r"^## ", c.source, re.M):
-            head = _HEAD.search(c.source)
-            current = next((e for e in out if head and e["number"] == head["number"]), None)
-        elif current is not None and EXERCISE_TAG in c.metadata.get("tags", []):
-            current["parts"] += 1
+        current = out[-1]
     return out

@@ -694,17 +694,16 @@ def _probe_params(d, k):
 def probe_params(student) -> None:
     """Exercise 6.1 (a): trainable parameters of one layer's pre-projection of hidden width k
     plus its content skip of rank k, at model width d."""
-    ref = _probe_params
     cases = [(f"d = {d}, k = {k}", (d, k)) for d, k in ((576, 16), (96, 8), (768, 1), (10, 10))]
-    return check_function("probe_params", lambda d, k: int(student(d, k)), ref, cases,
+    return check_function("probe_params", lambda d, k: int(student(d, k)), _probe_params, cases,
                           atol=0, rtol=0)
 
 
 def _lora_rank(d, k, shapes):
     """The rank whose LoRA count per layer is nearest the probe's, as
     `preprojection.matched_budget` chooses it (ranks 1 … 4k, the smaller on a tie)."""
-    per_rank = sum(i + o for i, o in shapes)
-    return min(range(1, 4 * k + 1), key=lambda r: abs(r * per_rank - _probe_params(d, k)))
+    per_rank, target = sum(i + o for i, o in shapes), _probe_params(d, k)
+    return min(range(1, 4 * k + 1), key=lambda r: abs(r * per_rank - target))
 
 
 #: (d, k, one layer's adapted projections): SmolLM2-135M (grouped keys and values), a GPT-2
