@@ -35,7 +35,7 @@ def build(model, fits, xs, states: dict, routed: dict, T: int):
             with torch.no_grad():
                 thr = gating.threshold_for_fraction(gate(xs[l][:, 1:]), routed[l])
             mods[l] = gating.HybridMLP(mlp[l], fits[l], gate, thr)
-        gone += ch07.removed(fl, s, routed.get(l, 0.0), T)
+        gone += fl.removed(s, routed.get(l, 0.0), T)
     return mods, gone / fl.total
 
 
@@ -51,7 +51,7 @@ def main():
     L = len(fits)
     with capture.MLPCapture(model, max_tokens=ids.numel()) as cap, torch.no_grad():
         model(input_ids=ids)
-    xs = {l: cap[f"layers.{l}.mlp.in"].view(*ids.shape, -1) for l in range(L)}
+    xs = {l: cap[f"blocks.{l}.mlp.in"].view(*ids.shape, -1) for l in range(L)}
     configs = {}
     for b, c in checks.items():
         states = {int(l): s for l, s in c["layers"].items()}

@@ -38,7 +38,7 @@ def main():
     with capture.MLPCapture(model, layers=[args.layer], max_tokens=ids.numel()) as cap, \
             torch.no_grad():
         model(input_ids=ids)
-    x = cap[f"layers.{args.layer}.mlp.in"].view(*ids.shape, d)
+    x = cap[f"blocks.{args.layer}.mlp.in"].view(*ids.shape, d)
     fl = gating.flops_per_token(model, args.length)
     print(f"FLOPs per token: MLP {fl.mlp / 1e6:.2f} M, surrogate {fl.surrogate / 1e6:.2f} M, "
           f"gate {fl.gate / 1e3:.1f} k; forward {fl.total / 1e6:.0f} M "
@@ -70,7 +70,7 @@ def main():
         t_full = timed(lambda: model(input_ids=ids), max(3, args.repeats // 2), warmup=True)
         with capture.MLPCapture(model, max_tokens=ids.numel()) as cap:
             model(input_ids=ids)
-        xs = {l: cap[f"layers.{l}.mlp.in"] for l in range(L)}
+        xs = {l: cap[f"blocks.{l}.mlp.in"] for l in range(L)}
         for f in (0.25, 0.5, 0.75, 0.9):
             hyb = {}
             for l in range(L):

@@ -8,7 +8,6 @@ import torch
 
 from nlbudget import budget, gating
 from nlbudget.budget import Option
-from nlbudget.chapters import ch07_budget_atlas as ch07
 
 
 def test_the_greedy_path_takes_the_cheapest_cost_per_flop_first():
@@ -91,9 +90,9 @@ def test_realized_saving_against_the_prediction(monkeypatch):
 
 def test_the_flops_a_state_removes():
     fl = gating.Flops(mlp=1000, surrogate=100, gate=10, blocks=50_000, head=10_000)
-    assert ch07.removed(fl, "full", 0.0, 100) == 0.0
+    assert fl.removed("full", 0.0, 100) == 0.0
     # keep-first: the surrogate everywhere, the MLP on 1 position of 100
-    assert ch07.removed(fl, "linear", 0.0, 100) == pytest.approx(1000 - 10 - 100)
+    assert fl.removed("linear", 0.0, 100) == pytest.approx(1000 - 10 - 100)
     # gated: the routed share swaps MLP for surrogate; the gate runs on every token
-    assert ch07.removed(fl, "gated", 0.5, 100) == pytest.approx(0.5 * 900 - 10)
-    assert ch07.removed(fl, "gated", 0.5, 100) == pytest.approx(fl.saved([0.5]) * fl.total)
+    assert fl.removed("gated", 0.5, 100) == pytest.approx(0.5 * 900 - 10)
+    assert fl.removed("gated", 0.5, 100) == pytest.approx(fl.saved([0.5]) * fl.total)

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from scipy.stats import rankdata
 
 from nlbudget import bilinear
+from nlbudget.teaching import ch03 as teaching_ch03
+from nlbudget.teaching import ch06 as teaching_ch06
 from nlbudget.teaching import checks
 from nlbudget.verdicts import claims, stats
 from nlbudget.book import profiles
@@ -113,9 +115,9 @@ WRONG_FUNCTIONS = {
     ],
     "lora_rank": [
         lambda d, k, sh: k,  # the probe's width, not its parameter count
-        lambda d, k, sh: max(1, math.ceil(checks._probe_params(d, k)
+        lambda d, k, sh: max(1, math.ceil(teaching_ch06._probe_params(d, k)
                                           / sum(i + o for i, o in sh))),  # rounded up
-        lambda d, k, sh: round(checks._probe_params(d, k) / (2 * d * len(sh))),  # all maps d × d
+        lambda d, k, sh: round(teaching_ch06._probe_params(d, k) / (2 * d * len(sh))),  # all maps d × d
     ],
     "random_feature_map": [
         lambda x, A, mu, s, c: torch.zeros(x.shape[0], x.shape[1] + A.shape[1], dtype=x.dtype),
@@ -181,7 +183,7 @@ def test_lora_rank_reference_is_the_books_matched_budget():
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32))
     shapes = [(48, 48), (48, 24), (48, 24), (48, 48)]
     for k in (1, 2, 5, 9):
-        assert checks._lora_rank(48, k, shapes) == preprojection.matched_budget(m, k).lora_rank
+        assert teaching_ch06._lora_rank(48, k, shapes) == preprojection.matched_budget(m, k).lora_rank
 
 
 def _delta_labels_numpy(delta):
@@ -298,7 +300,8 @@ def test_every_check_function_is_tested():
     named = {n for n in dir(checks) if not n.startswith("_") and n not in (
         "check_function", "check_prediction", "chapter_results", "start", "score",
         "CheckFailed")
-        and callable(getattr(checks, n)) and getattr(checks, n).__module__ == checks.__name__}
+        and callable(getattr(checks, n))
+        and getattr(checks, n).__module__ in {m.__name__ for m in checks.CHAPTERS}}
     predictions = {n for n in named if n.startswith("predict_")}
     assert named - predictions == set(WRONG_FUNCTIONS)
     assert predictions == set(PREDICTIONS)
@@ -326,7 +329,7 @@ FIGURES = {
 
 def _measured_trend():
     """Exercise 3.3's answer as its check measures it, not written down here."""
-    return {k: "rises" if (v := checks._linearity_by_scale(k))[-1] > v[0] else "falls"
+    return {k: "rises" if (v := teaching_ch03._linearity_by_scale(k))[-1] > v[0] else "falls"
             for k in ("gelu", "gated")}
 
 

@@ -3,13 +3,16 @@
 No GPU here: moves are checked with PyTorch's `meta` device (tensors with shapes and no data),
 which fails on any arithmetic that mixes it with CPU tensors, as CUDA would."""
 
+import ast
+import json
+
 import pytest
 import torch
 from torch import nn
 from transformers.modeling_outputs import CausalLMOutput
 
 from nlbudget.assets import devices
-from nlbudget import gating, surrogates
+from nlbudget import gating, paths, surrogates
 from nlbudget.book import profiles
 
 
@@ -86,3 +89,42 @@ def test_a_replacement_follows_the_model_it_enters():
     devices.follow(hybrid, old)
     assert all(t.is_meta for t in [*hybrid.parameters(), *hybrid.buffers()])
     assert devices.device_of(nn.Module()).type == "cpu"
+
+
+#: The calls that load or train a model: each must say where (`device=`).
+PLACING = {("models", "load"), ("training", "train"), ("training", "train_or_load"),
+           ("symmetry", "train_modular")}
+
+
+def _placing_calls(source: str):
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and (node.func.value.id, node.func.attr) in PLACING):
+            yield node.func.value.id + "." + node.func.attr, node.lineno, \
+                any(k.arg == "device" for k in node.keywords)
+
+
+def test_every_model_load_in_a_chapter_says_where():
+    """`device` reaches every model a chapter loads or trains, from its notebook and from its
+    study (the paper-path test checks, on a GPU, where the parameters then are)."""
+    root = paths.repo_root()
+    sources = {str(f): f.read_text(encoding="utf-8")
+               for f in (root / "src" / "nlbudget" / "chapters").glob("ch*/*.py")}
+    for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        sources[nb.name] = "\n".join("".join(c["source"]) for c in cells
+                                     if c["cell_type"] == "code")
+    calls = [(where, name, line, ok) for where, src in sources.items()
+             for name, line, ok in _placing_calls(src)]
+    assert len(calls) >= 10  # the walk found the chapters' loads
+    assert not [c for c in calls if not c[3]], [c[:3] for c in calls if not c[3]]
+    # the checker itself
+    assert [ok for *_, ok in _placing_calls("models.load('x')\nmodels.load('x', device=d)")] \
+        == [False, True]
+
+
+def test_attach_records_where_the_parameters_are():
+    n = len(devices.placements())
+    devices.attach(nn.Linear(2, 2), "meta")
+    assert devices.placements()[n:] == [{"model": "Linear", "device": "meta"}]

@@ -144,7 +144,7 @@ def test_installed_and_recorded_versions_are_the_locked_ones():
             assert dist.version.split("+")[0] == lock[name], (name, dist.version, lock[name])
     recorded = {"now": results.package_versions()}
     for f in sorted(paths.results_dir().glob("*/*.json")):
-        if not f.name.endswith(".fresh.json"):  # a committed result's record of its inputs
+        if results.is_figures_file(f):  # not a record of its inputs, nor its verdicts
             recorded[str(f)] = json.loads(f.read_text())["environment"]["packages"]
     for where, versions in recorded.items():
         for name, version in versions.items():

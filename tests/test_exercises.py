@@ -111,16 +111,28 @@ def test_with_solutions_every_check_passes(smoke):
 
 @pytest.mark.exercises
 def test_student_edition_stops_at_the_first_exercise(smoke, tmp_path):
+    """One student notebook through a kernel (it stops at its first exercise's stub); every
+    other one read: its first code that raises is that exercise's stub, and nothing before it
+    checks anything but the notebook's start."""
     res, _ = smoke
-    for path in exercises.student_edition(tmp_path / "student"):
+    paths_ = exercises.student_edition(tmp_path / "student")
+    for path in paths_:
         key = path.name[:2]
         first = exercises.catalogue(key)[0]["number"]
-        with pytest.raises(pm.PapermillExecutionError) as e:
-            pm.execute_notebook(str(path), str(tmp_path / f"out_{path.name}"),
-                                parameters={"profile": "smoke", "results_dir": str(res)},
-                                kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
-        assert e.value.ename == "NotImplementedError", (key, e.value.ename, e.value.evalue)
-        assert f"Exercise {first}:" in e.value.evalue
+        code = [c.source for c in nbformat.read(path, as_version=4).cells
+                if c.cell_type == "code"]
+        stub = next(i for i, c in enumerate(code) if "raise NotImplementedError" in c)
+        assert f"Exercise {first}:" in code[stub], key
+        before = "\n".join(code[:stub])
+        assert not re.search(r"checks\.(?!start\()\w+\(", before), key
+    path = paths_[0]
+    first = exercises.catalogue(path.name[:2])[0]["number"]
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(path), str(tmp_path / f"out_{path.name}"),
+                            parameters={"profile": "smoke", "results_dir": str(res)},
+                            kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    assert e.value.ename == "NotImplementedError", (e.value.ename, e.value.evalue)
+    assert f"Exercise {first}:" in e.value.evalue
 
 
 @pytest.mark.exercises

@@ -79,10 +79,11 @@ def test_token_context_split_sums_back_exactly():
         m = model.to(dtype)
         acts = capture.activations(m, ids, batch_size=3)
         for l in range(3):
-            e, c = gating.split_token_context(acts["h"][l], acts["e"])
-            assert torch.equal(e + c, acts["h"][l].double())
+            h = acts[f"blocks.{l}.mlp.resid"]
+            e, c = gating.split_token_context(h, acts["embed"])
+            assert torch.equal(e + c, h.double())
             assert not torch.equal(c, torch.zeros_like(c))
-        torch.testing.assert_close(acts["e"], m.model.embed_tokens(ids))
+        torch.testing.assert_close(acts["embed"], m.model.embed_tokens(ids))
     model.float()
 
 
@@ -92,8 +93,8 @@ def test_captured_residual_is_what_the_mlp_norm_reads():
     acts = capture.activations(model, ids, batch_size=8)
     for l, block in enumerate(capture.blocks(model)):
         with torch.no_grad():
-            x = block.post_attention_layernorm(acts["h"][l])
-        torch.testing.assert_close(x, acts["x"][l])
+            x = block.post_attention_layernorm(acts[f"blocks.{l}.mlp.resid"])
+        torch.testing.assert_close(x, acts[f"blocks.{l}.mlp.in"])
 
 
 def _hybrid_setup():

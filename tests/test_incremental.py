@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nlbudget.book import build, plan, profiles, runner
 from nlbudget import paths
+from nlbudget.book import build, ledger, plan, profiles, runner
 from nlbudget.verdicts import results
 
 KEYS = profiles.available_chapters()
@@ -61,7 +61,7 @@ def stub_runs(monkeypatch, tmp_path):
         out.parent.mkdir(parents=True, exist_ok=True)
         n = next(runs)
         out.write_text(json.dumps({"run": n}))
-        results.atomic_write_text(results.results_path(stem, profile, results_dir),
+        paths.atomic_write_text(results.results_path(stem, profile, results_dir),
                                   json.dumps({"run": n, "timings": {"total_s": 1.0}}))
         ran.append(key)
         return out
@@ -172,7 +172,7 @@ def test_a_chapter_depends_only_on_the_modules_it_imports():
 
 
 def test_the_library_digest_reads_code_not_comments_or_the_settings_table():
-    src = Path(profiles.chapter("06").load().__file__).read_text(encoding="utf-8")
+    src = (plan.chapter_folder("06") / "study.py").read_text(encoding="utf-8")
     base = plan.code(src)
     assert "1:SETTINGS" in plan.code(src + "\nX = SETTINGS\n").splitlines()
     assert "1:SETTINGS" not in base.splitlines()  # the table (NAME token 1) is left out
@@ -182,7 +182,7 @@ def test_the_library_digest_reads_code_not_comments_or_the_settings_table():
     assert resized != src and commented != src
     assert plan.code(resized) == base and plan.code(commented) == base
     # a change to what runs: not the same (a constant, a call, a string)
-    for old, new in (("MIN_RHO = 0.3", "MIN_RHO = 0.4"), ("def seeds(", "def seedz(")):
+    for old, new in (("MIN_CORRECT = 20", "MIN_CORRECT = 21"), ("def seeds(", "def seedz(")):
         changed = src.replace(old, new, 1)
         assert changed != src and plan.code(changed) != base
     # a name that only starts like the table, or the table below the top level, still counts
@@ -215,7 +215,7 @@ def test_a_notebooks_results_read_its_code_and_its_page_the_prose(tmp_path, monk
     # a committed result is stale for its code, never for its prose alone
     now = plan.inputs("01", "full", 0, tmp_path / "results")
     monkeypatch.setattr(plan, "inputs", lambda *a, **k: {**now, "prose": "reworded"})
-    monkeypatch.setattr(build, "committed_dir", lambda profile: tmp_path / profile)
+    monkeypatch.setattr(ledger, "committed_dir", lambda profile: tmp_path / profile)
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / f"{profiles.chapter('01').stem}.fresh.json").write_text(
         json.dumps({"inputs": now}))
@@ -225,17 +225,33 @@ def test_a_notebooks_results_read_its_code_and_its_page_the_prose(tmp_path, monk
 
 
 def test_a_chapter_reads_only_its_own_rows_of_the_claims_file(tmp_path, monkeypatch):
+    """Its rows are its verdicts' input (re-judged), never its measurements' (rerun)."""
     (tmp_path / "data").mkdir()
     csv = tmp_path / "data" / "claims.csv"
     monkeypatch.setattr(paths, "shipped", lambda: tmp_path)
     head = "id,part,chapter,kind,claim\n"
     csv.write_text(head + "P1.a,I,01,paper,x\nP2.b,III,05,paper,y\n")
-    one, five = plan.data_digest("01"), plan.data_digest("05")
+    one, five, data = plan.claims_digest("01"), plan.claims_digest("05"), plan.data_digest("01")
     assert plan.claims_rows("01").decode() == head + "P1.a,I,01,paper,x\n"
     csv.write_text(head + "P1.a,I,01,paper,x\nP2.b,III,05,paper,y\nB.c,V,07,book,z\n")
-    assert (plan.data_digest("01"), plan.data_digest("05")) == (one, five)  # a new chapter's row
+    assert (plan.claims_digest("01"), plan.claims_digest("05")) == (one, five)  # another's row
     csv.write_text(head + "P1.a,I,01,paper,x (reworded)\nP2.b,III,05,paper,y\n")
-    assert plan.data_digest("01") != one and plan.data_digest("05") == five
+    assert plan.claims_digest("01") != one and plan.claims_digest("05") == five
+    assert plan.data_digest("01") == data  # the measurements do not read it
+
+
+def test_bytecode_beside_the_corpora_is_no_input(tmp_path, monkeypatch):
+    """`tox -e tests` leaves `data/corpora/__pycache__/`: the next build must not rerun."""
+    for sub in ("reference", "corpora"):
+        (tmp_path / "data" / sub).mkdir(parents=True)
+    (tmp_path / "data" / "corpora" / "make_x.py").write_text("x = 1\n")
+    monkeypatch.setattr(paths, "shipped", lambda: tmp_path)
+    before = plan.data_digest("01")
+    (tmp_path / "data" / "corpora" / "__pycache__").mkdir()
+    (tmp_path / "data" / "corpora" / "__pycache__" / "make_x.cpython-311.pyc").write_bytes(b"\0")
+    assert plan.data_digest("01") == before
+    (tmp_path / "data" / "corpora" / "make_x.py").write_text("x = 2\n")
+    assert plan.data_digest("01") != before
 
 
 def test_one_thread_chapters_run_side_by_side_after_what_they_read():
@@ -266,6 +282,7 @@ def _ast_imports(source: str, pkg):
 
 def test_the_import_reader_agrees_with_ast_on_every_module_and_notebook():
     import nbformat
+
     from nlbudget import paths
 
     pkg = Path(plan.__file__).resolve().parents[1]

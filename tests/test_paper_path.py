@@ -1,5 +1,5 @@
 """The `paper` profile, end to end, offline: every chapter runs through papermill at
-profile=paper with local stand-ins for the hub's models and datasets (nlbudget.assets.standins),
+profile=paper with local stand-ins for the hub's models and datasets (nlbudget.book.standins),
 the hub switched off, and the smoke profile's budgets — so every branch the `paper` profile
 takes (hub model ids, WikiText-103 / LAMBADA through `datasets`, float32, the paper's model
 families) is executed in CI."""
@@ -11,12 +11,34 @@ import sys
 import pytest
 import torch
 
-from nlbudget.assets import devices, models, standins
+from nlbudget.assets import devices, models
+from nlbudget.book import standins
 from nlbudget import paths
 from nlbudget.book import profiles, runner
 from nlbudget.verdicts import results
 
 KEYS = profiles.available_chapters()
+
+
+def takes_another_path(key: str) -> bool:
+    """Whether chapter `key`'s `paper` settings name other models or corpora than its `smoke`
+    settings (hub loading, other families): else its `paper` run with the smoke budgets
+    (`standins.overrides`) is its smoke run again, which the notebook tests already make."""
+    ch = profiles.chapter(key)
+    return any(ch.settings["paper"].get(k) != ch.settings["smoke"].get(k)
+               for k in standins.IDENTITY)
+
+
+PAPER_KEYS = [k for k in KEYS if takes_another_path(k)]
+
+
+def test_the_chapters_left_out_of_the_paper_run_take_the_smoke_path():
+    assert set(PAPER_KEYS) == {"03", "04", "06", "07"}  # the hub's models and corpora
+    for k in set(KEYS) - set(PAPER_KEYS):
+        ch = profiles.chapter(k)
+        assert {**ch.settings["paper"], **standins.overrides(k)} == {
+            **ch.settings["smoke"], **{i: ch.settings["paper"][i] for i in standins.IDENTITY
+                                       if i in ch.settings["paper"]}}, k
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +94,7 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device 
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("device", ["auto", pytest.param("cuda", marks=CUDA)])
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key", PAPER_KEYS)
 def test_chapter_runs_at_the_paper_profile(paper_env, key, device):
     # `auto` is the CPU on a machine without CUDA (CI) and CUDA where there is one
     res, bld = paper_env / device / "results", paper_env / device / "build"
@@ -83,6 +105,12 @@ def test_chapter_runs_at_the_paper_profile(paper_env, key, device):
     paper = profiles.chapter(key).settings["paper"]
     assert doc["profile"] == "paper" and doc["claims"]
     assert doc["parameters"]["device"] == devices.resolve(device)
+    # where every model it loaded or trained actually was (not only the recorded setting)
+    want = "cuda:0" if devices.resolve(device).startswith("cuda") else "cpu"
+    placed = doc["environment"]["models_on"]
+    assert all(p["device"] == want for p in placed), placed
+    if key in ("02", "03", "04", "06", "07"):  # the chapters that load or train a model
+        assert placed, key
     for k in standins.IDENTITY:  # it ran on the paper's models and corpora, in its dtype
         if k in paper:
             assert doc["parameters"][k] == paper[k], k

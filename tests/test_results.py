@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from nlbudget.book import build, profiles
+from nlbudget import paths
+from nlbudget.book import build, ledger, plan, profiles
 from nlbudget.verdicts import results
 from nlbudget.verdicts.results import Claim
 
@@ -27,14 +28,14 @@ def test_write_and_read_round_trip(tmp_path):
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
     target = tmp_path / "r.json"
-    results.atomic_write_text(target, "old")
+    paths.atomic_write_text(target, "old")
 
     def boom(fd):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", boom)  # fails after the new text is half-way to disk
     with pytest.raises(OSError, match="disk full"):
-        results.atomic_write_text(target, "new" * 1000)
+        paths.atomic_write_text(target, "new" * 1000)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
 
@@ -138,11 +139,12 @@ def test_compare_reports_changed_verdicts_and_figures(tmp_path):
     def write(root, verdict, x, total):
         d = root / "ci"
         d.mkdir(parents=True)
-        doc = {"claims": [{"id": "A", "verdict": verdict}, {"id": "B", "verdict": "partly"}],
-               "figures": {"x": [1.0, x], "name": "m", "m": {"wallclock": {"full_s": total}},
+        doc = {"figures": {"x": [1.0, x], "name": "m", "m": {"wallclock": {"full_s": total}},
                            "decode": {"1": {"base": total}}}, "timings": {"total_s": total},
                "environment": {"git": total}}
         (d / "01_a.json").write_text(json.dumps(doc))
+        (d / "01_a.verdicts.json").write_text(json.dumps({"claims": [
+            {"id": "A", "verdict": verdict}, {"id": "B", "verdict": "partly"}]}))
 
     write(tmp_path / "a", "reproduced", 2.0, 10)
     write(tmp_path / "b", "reproduced", 2.0, 99)
@@ -160,30 +162,39 @@ def test_compare_reports_changed_verdicts_and_figures(tmp_path):
 
 def test_committed_full_verdicts_recompute_with_todays_rules():
     """Every committed `full` result: its verdicts, recomputed from its stored figures and
-    parameters with today's claim functions, are the ones it holds (a changed rule must be
-    recommitted: `nlbudget run NN --profile full`, or recomputed from the figures)."""
+    parameters with today's claim functions, are the ones its verdicts file holds (a changed
+    rule is re-judged and recommitted: `nlbudget judge --profile full`, seconds)."""
     files = sorted(f for f in build.committed_dir("full").glob("[0-9][0-9]_*.json")
-                   if not f.name.endswith(".fresh.json"))
-    assert files, "no committed full results"
+                   if results.is_figures_file(f))
+    assert len(files) == len(profiles.CHAPTERS), "a chapter without a committed full result"
     for f in files:
-        doc = json.loads(f.read_text(encoding="utf-8"))
+        doc = results.read(f.stem, "full", f.parent.parent)
+        assert results.verdicts_path(f.stem, "full", f.parent.parent).is_file(), f.name
+        assert "claims" not in json.loads(f.read_text(encoding="utf-8")), f.name  # apart
         ch = profiles.chapter(f.stem).load()
         now = [c.as_dict() for c in ch.claims(doc["figures"], doc["parameters"])]
-        assert now == doc["claims"], f.name
+        assert now == doc["claims"], f"{f.name}: run `nlbudget judge --profile full`"
+        # and committed as fresh: its figures by today's study, its verdicts by today's rules
+        key = profiles.chapter(f.stem).key
+        rec = json.loads(f.with_suffix(".fresh.json").read_text(encoding="utf-8"))
+        assert ledger.staleness(key, "full") == "", f.name
+        assert plan.verdicts_freshness(rec, ledger.committed_step(key, "full")) == "fresh", \
+            f"{f.name}: run `nlbudget judge --profile full` and commit its records"
 
 
 def test_a_committed_result_goes_stale_when_its_inputs_change(tmp_path, monkeypatch):
     from nlbudget.book import plan
 
-    monkeypatch.setattr(build, "committed_dir", lambda profile: tmp_path / profile)
+    monkeypatch.setattr(ledger, "committed_dir", lambda profile: tmp_path / profile)
     d = tmp_path / "full"
     d.mkdir()
     stem = profiles.chapter("01").stem
     claim = {"id": "P1.kv-memory", "verdict": "reproduced", "measured": "m", "reason": "r",
              "needs": ""}
     (d / f"{stem}.json").write_text(json.dumps({
-        "claims": [claim], "created": "2026-12-01T00:00:00",
+        "created": "2026-12-01T00:00:00",
         "environment": {"git": {"commit": "abcdef0123", "dirty": False}}}))
+    (d / f"{stem}.verdicts.json").write_text(json.dumps({"claims": [claim]}))
     inp = plan.inputs("01", "full", 0, tmp_path)
     (d / f"{stem}.fresh.json").write_text(json.dumps({"inputs": inp}))
     assert build.staleness("01", "full") == ""

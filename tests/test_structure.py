@@ -45,40 +45,88 @@ def _imports(path: Path):
                     yield node.lineno, a.name, id(node) in top
 
 
-def test_the_package_import_graph_has_no_cycle():
-    graph = {m: {t for _, t, _ in _imports(f) if t in MODULES and t != m}
-             for m, f in MODULES.items()}
+def import_graph() -> dict[str, set[str]]:
+    """{module: the package's modules it imports}, at the top or inside a function."""
+    return {m: {t for _, t, _ in _imports(f) if t in MODULES and t != m}
+            for m, f in MODULES.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of `graph` (its nodes in order, the first again at the end), or None."""
     state: dict[str, int] = {}
 
     def visit(m, path):
         if state.get(m) == 2:
-            return
-        assert state.get(m) != 1, "import cycle: " + " → ".join(path + [m])
+            return None
+        if state.get(m) == 1:
+            return path[path.index(m):] + [m]
         state[m] = 1
-        for t in sorted(graph[m]):
-            visit(t, path + [m])
+        for t in sorted(graph.get(m, ())):
+            if (found := visit(t, path + [m])) is not None:
+                return found
         state[m] = 2
+        return None
 
     for m in sorted(graph):
-        visit(m, [])
+        if (found := visit(m, [])) is not None:
+            return found
+    return None
+
+
+#: The package's floors, lowest first: a module imports only from its own floor or below.
+#: (errors, paths, timing, reproducibility, formatting, plots: the style) → assets → verdicts → the mechanisms
+#: (the papers' ideas, evaluation, training) → chapters → book → teaching → the command line.
+FLOORS = ("base", "assets", "verdicts", "mechanism", "chapters", "book", "teaching", "cli")
+BASE = {"nlbudget", "nlbudget.errors", "nlbudget.paths", "nlbudget.timing",
+        "nlbudget.reproducibility", "nlbudget.formatting", "nlbudget.plots"}
+
+
+def floor(module: str) -> str:
+    """The floor (`FLOORS`) a module of the package stands on."""
+    parts = module.split(".")
+    if module in BASE:
+        return "base"
+    if module == "nlbudget.cli":
+        return "cli"
+    return parts[1] if parts[1] in FLOORS else "mechanism"
+
+
+def arrows_up(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module on a higher floor than the importer's."""
+    rank = {f: i for i, f in enumerate(FLOORS)}
+    return [f"{m} ({floor(m)}) imports {t} ({floor(t)})" for m, ts in sorted(graph.items())
+            for t in sorted(ts) if rank[floor(t)] > rank[floor(m)]]
+
+
+def folders_importing_each_other(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Pairs of folders (by floor) each of which imports the other."""
+    edges = {(floor(m), floor(t)) for m, ts in graph.items() for t in ts if floor(m) != floor(t)}
+    return sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
+
+
+def test_the_package_import_graph_has_no_cycle():
+    graph = import_graph()
     assert len(graph) > 30  # the walk saw the package
+    assert find_cycle(graph) is None, " → ".join(find_cycle(graph))
 
 
-def test_a_cycle_would_be_found():
-    # the checker itself: a module importing its importer is refused
-    graph = {"a": {"b"}, "b": {"a"}}
-    with pytest.raises(AssertionError, match="cycle"):
-        state = {}
+def test_no_import_goes_up_a_floor_and_no_two_folders_import_each_other():
+    graph = import_graph()
+    assert {floor(m) for m in graph} == set(FLOORS)  # every floor is there, nothing unplaced
+    assert not arrows_up(graph), arrows_up(graph)
+    assert not folders_importing_each_other(graph)
 
-        def visit(m, path):
-            assert state.get(m) != 1, "import cycle"
-            if state.get(m) == 2:
-                return
-            state[m] = 1
-            for t in graph[m]:
-                visit(t, path + [m])
-            state[m] = 2
-        visit("a", [])
+
+def test_the_checkers_find_what_they_look_for():
+    # the same functions as above, on graphs with a cycle, an arrow up and a mutual pair
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    up = {"nlbudget.assets.models": {"nlbudget.book.profiles"}, "nlbudget.book.profiles": set()}
+    assert arrows_up(up) == ["nlbudget.assets.models (assets) imports nlbudget.book.profiles "
+                             "(book)"]
+    mutual = {"nlbudget.verdicts.results": {"nlbudget.assets.machine"},
+              "nlbudget.assets.corpora": {"nlbudget.verdicts.results"}}
+    assert folders_importing_each_other(mutual) == [("assets", "verdicts")]
 
 
 def test_package_imports_sit_at_the_top_unless_a_comment_says_why():
@@ -108,20 +156,41 @@ def _functions(path: Path):
 
 
 def test_functions_are_short():
-    """None over 100 lines anywhere; none over 60 outside a chapter's module (its study)."""
+    """None over 100 lines anywhere; none over 60 outside a chapter's study module."""
     long = []
     for m, f in MODULES.items():
-        limit = 100 if m.startswith("nlbudget.chapters.") else 60
+        limit = 100 if re.match(r"nlbudget\.chapters\.ch\d\d_\w+\.study$", m) else 60
         long += [f"{m}.{name}: {n} lines" for name, n in _functions(f) if n > limit]
     assert not long, long
 
 
+def test_no_module_is_over_500_lines():
+    long = {m: n for m, f in MODULES.items()
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > 500}
+    assert not long, long
+
+
+def test_every_chapter_is_a_package_of_study_page_and_claims():
+    """The same three files in every chapter; its claims read stored figures only (no torch,
+    nothing of its page), its study nothing of its claims or its page."""
+    for key, ch in profiles.CHAPTERS.items():
+        folder = PKG / "chapters" / ch.module.rsplit(".", 1)[1]
+        assert {p.name for p in folder.glob("*.py")} == {"__init__.py", "study.py", "page.py",
+                                                         "claims.py"}, key
+        own = {f"{ch.module}.{part}" for part in ("study", "page", "claims")}
+        graph = import_graph()
+        assert not graph[f"{ch.module}.study"] & (own - {f"{ch.module}.study"}), key
+        assert f"{ch.module}.page" not in graph[f"{ch.module}.claims"], key
+        assert "import torch" not in (folder / "claims.py").read_text(encoding="utf-8"), key
+        assert callable(ch.load().claims) and ch.load().CLAIMS, key
+
+
 def test_modules_live_in_folders_by_role():
     roles = {"verdicts": {"claims", "stats", "results"},
-             "assets": {"downloads", "corpora", "models", "standins", "memo", "devices", "machine"},
+             "assets": {"downloads", "corpora", "models", "memo", "devices", "machine"},
              "book": {"profiles", "plan", "runner", "build", "exercises", "launch", "pages",
-                      "plots"},
-             "teaching": {"checks"}}
+                      "standins", "ledger", "inputs"},
+             "teaching": {"checks", "machinery", *(f"ch{i:02d}" for i in range(1, 8))}}
     for folder, names in roles.items():
         assert {p.stem for p in (PKG / folder).glob("*.py")} - {"__init__"} == names, folder
     top = {p.stem for p in PKG.glob("*.py")}
@@ -186,22 +255,22 @@ def _stdout(path: Path) -> str:
 
 
 def test_papermill_overrides_a_setting_and_rejects_an_unknown_name(tmp_path):
+    """One papermill probe for both paths (an override taken, an unknown name refused);
+    the defaults and a wrong type are `from_notebook`'s, checked without a kernel."""
     src = _probe_notebook(tmp_path)
     pm.execute_notebook(str(src), str(tmp_path / "a.ipynb"), parameters={"rank": 3, "seed": 2},
                         kernel_name="python3", progress_bar=False)
     assert "rank 3 seed 2" in _stdout(tmp_path / "a.ipynb")
-    pm.execute_notebook(str(src), str(tmp_path / "b.ipynb"), kernel_name="python3",
-                        progress_bar=False)
-    smoke_rank = profiles.chapter("01").settings["smoke"]["rank"]
-    assert f"rank {smoke_rank} seed 0" in _stdout(tmp_path / "b.ipynb")
     with pytest.raises(pm.PapermillExecutionError) as e:
         pm.execute_notebook(str(src), str(tmp_path / "c.ipynb"), parameters={"bogus": 1},
                             kernel_name="python3", progress_bar=False)
     assert "unknown parameter(s) bogus" in e.value.evalue and "valid: profile, seed" in \
         e.value.evalue and "rank" in e.value.evalue
-    with pytest.raises(pm.PapermillExecutionError, match="must be of type int"):
-        pm.execute_notebook(str(src), str(tmp_path / "d.ipynb"), parameters={"rank": "two"},
-                            kernel_name="python3", progress_bar=False)
+    ns = {"profile": "smoke", "seed": 0, "results_dir": "r", "device": "cpu"}
+    smoke_rank = profiles.chapter("01").settings["smoke"]["rank"]
+    assert profiles.from_notebook("01", dict(ns))["rank"] == smoke_rank
+    with pytest.raises(profiles.ParameterError, match="must be of type int"):
+        profiles.from_notebook("01", {**ns, "rank": "two"})
 
 
 def test_a_rerun_in_the_same_kernel_ignores_the_notebooks_own_variables():

@@ -79,7 +79,7 @@ def test_both_fits_from_one_capture_equal_separate_fits():
             cap.keep = keep
             model(input_ids=ids)
         for l in (0, 1):
-            ref = surrogates.fit_ridge(cap[f"layers.{l}.mlp.in"], cap[f"layers.{l}.mlp.out"])
+            ref = surrogates.fit_ridge(cap[f"blocks.{l}.mlp.in"], cap[f"blocks.{l}.mlp.out"])
             torch.testing.assert_close(both[sf][0][l].W, ref.W, rtol=0, atol=0)
 
 
@@ -95,8 +95,8 @@ def test_capture_returns_exact_mlp_io(family):
     with torch.no_grad():
         h, kw = lay.embed(model, ids)
         for l, block in enumerate(bl):
-            x_in = cap[f"layers.{l}.mlp.in"].view(*ids.shape, -1)
-            torch.testing.assert_close(cap[f"layers.{l}.mlp.out"].view(*ids.shape, -1),
+            x_in = cap[f"blocks.{l}.mlp.in"].view(*ids.shape, -1)
+            torch.testing.assert_close(cap[f"blocks.{l}.mlp.out"].view(*ids.shape, -1),
                                        block.mlp(x_in), rtol=0, atol=1e-6)
             seen = {}
             hk = block.mlp.register_forward_hook(lambda m, a, o: seen.update(x=a[0]))
@@ -135,7 +135,7 @@ def test_replace_and_restore_is_bit_identical(family):
 def _fitted_variants(model, ids):
     with capture.MLPCapture(model, max_tokens=ids.numel()) as cap:
         model(input_ids=ids)
-    fits = {l: surrogates.fit_ridge(cap[f"layers.{l}.mlp.in"], cap[f"layers.{l}.mlp.out"])
+    fits = {l: surrogates.fit_ridge(cap[f"blocks.{l}.mlp.in"], cap[f"blocks.{l}.mlp.out"])
             for l in range(3)}
     mlp = capture.mlps(model)
     return {"plain": fits,
@@ -186,8 +186,8 @@ def test_fit_layers_skip_first_leaves_out_position_zero():
     assert set(fits) == {0, 2} and all(0 < v <= 1 for v in r2.values())
     with capture.MLPCapture(model, layers=[0], max_tokens=ids.numel()) as cap:
         model(input_ids=ids)
-    x = cap["layers.0.mlp.in"].view(4, 12, -1)[:, 1:].reshape(-1, 32)
-    y = cap["layers.0.mlp.out"].view(4, 12, -1)[:, 1:].reshape(-1, 32)
+    x = cap["blocks.0.mlp.in"].view(4, 12, -1)[:, 1:].reshape(-1, 32)
+    y = cap["blocks.0.mlp.out"].view(4, 12, -1)[:, 1:].reshape(-1, 32)
     torch.testing.assert_close(fits[0].W, surrogates.fit_ridge(x, y).W)
 
 

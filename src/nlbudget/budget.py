@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from nlbudget import surrogates
+from nlbudget.evaluation import bootstrap_cost, eval_nll, perplexity
+
 #: A layer's states, from most to least nonlinearity.
 STATES = ("full", "gated", "linear")
 
@@ -63,6 +66,26 @@ def longest_under(costs: list[float], budget: float) -> int:
     """The most moves k whose measured cost (costs[k − 1]) is at most `budget`; 0 if none."""
     under = [k for k, c in enumerate(costs, start=1) if c <= budget]
     return max(under) if under else 0
+
+
+@torch.no_grad()
+def measure_combined(model, windows: torch.Tensor, modules: dict, batch_size: int,
+                     baseline: torch.Tensor, n_boot: int = 0, seed: int = 0) -> dict:
+    """The model with several layers replaced at once (`modules`, {layer: module}; a gated
+    layer's routing counters reset first), on `windows`: its per-token losses, perplexity,
+    cost against `baseline` (the unmodified model's per-token losses on the same windows),
+    with a bootstrap interval over windows where `n_boot` > 0, and the share each gated layer
+    routed. Costs do not add: this is how every combination in the book is measured."""
+    for m in modules.values():
+        if hasattr(m, "reset"):
+            m.reset()
+    with surrogates.replaced(model, modules):
+        nll = eval_nll(model, windows, batch_size)
+    return {"nll": nll, "ppl": perplexity(nll),
+            "cost": perplexity(nll) / perplexity(baseline) - 1,
+            "ci": (bootstrap_cost(baseline, nll, n_boot, seed) if n_boot
+                   else (float("nan"), float("nan"))),
+            "routed": {l: m.fraction for l, m in modules.items() if hasattr(m, "fraction")}}
 
 
 @torch.no_grad()

@@ -3,8 +3,8 @@
 Three layouts of `transformers` models are known: GPT-2 (`transformer.h[i].mlp`, sequential
 residual), GPT-NeoX/Pythia (`gpt_neox.layers[i].mlp`, parallel residual) and Llama/SmolLM2
 (`model.layers[i].mlp`, gated SiLU MLP). Activations are addressed by stable names,
-`layers.7.mlp.in` and `layers.7.mlp.out` (the MLP's own input, after the pre-MLP norm), and
-`layers.7.mlp.resid`: the residual stream that norm reads (recorded with `resid=True`).
+`blocks.7.mlp.in` and `blocks.7.mlp.out` (the MLP's own input, after the pre-MLP norm), and
+`blocks.7.mlp.resid`: the residual stream that norm reads (recorded with `resid=True`).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class MLPCapture:
 
     >>> with MLPCapture(model, max_tokens=10_000) as cap:
     ...     model(ids)
-    >>> cap["layers.3.mlp.in"].shape   # (n_tokens, d)
+    >>> cap["blocks.3.mlp.in"].shape   # (n_tokens, d)
 
     Buffers are preallocated (`max_tokens` rows per layer, in the model's dtype unless
     `dtype` is given); tokens beyond that are not
@@ -163,29 +163,43 @@ class MLPCapture:
         return self.n >= self.max_tokens
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        """`layers.L.mlp.in` / `.out` / `.resid`: the recorded rows."""
+        """`blocks.L.mlp.in` / `.out` / `.resid`: the recorded rows."""
         parts = name.split(".")
         kinds = {"in": self.inputs, "out": self.outputs, "resid": self.resids}
-        if (len(parts) != 4 or parts[0] != "layers" or parts[2] != "mlp"
+        if (len(parts) != 4 or parts[0] != "blocks" or parts[2] != "mlp"
                 or parts[3] not in kinds or (parts[3] == "resid" and not self.resids)):
-            raise KeyError(f"expected 'layers.<L>.mlp.in', '.out' or (with resid=True) "
+            raise KeyError(f"expected 'blocks.<L>.mlp.in', '.out' or (with resid=True) "
                            f"'.resid', got {name!r}")
         buf = kinds[parts[3]]
         return buf[int(parts[1])][: self.n]
 
 
 @torch.no_grad()
+def record(model, windows: torch.Tensor, batch_size: int = 8, keep: torch.Tensor | None = None,
+           **kwargs) -> "MLPCapture":
+    """The capture loop, once: run `windows` (N, T) through `model` in batches of `batch_size`
+    under an `MLPCapture` (its `kwargs`: layers, dtype, resid), recording only the positions
+    `keep` (N, T) marks where given. Returns the capture, its hooks removed; read its rows by
+    name (`cap["blocks.3.mlp.in"]`)."""
+    n = int(keep.sum()) if keep is not None else windows.numel()
+    with MLPCapture(model, max_tokens=n, **kwargs) as cap:
+        for i in range(0, windows.shape[0], batch_size):
+            if keep is not None:
+                cap.keep = keep[i:i + batch_size]
+            model(input_ids=windows[i:i + batch_size])
+    return cap
+
+
+@torch.no_grad()
 def activations(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
     """Every layer's MLP input x and residual stream h (what the pre-MLP norm reads), and
-    the token embeddings e, over `windows`: {"x": {l: (N, T, d)}, "h": {…}, "e": (N, T, d)}."""
+    the token embeddings e, over `windows`, by the capture's names: {"blocks.L.mlp.in":
+    (N, T, d), "blocks.L.mlp.resid": (N, T, d), …, "embed": (N, T, d)}."""
     N, T = windows.shape
     lay = layout(model)
-    with MLPCapture(model, max_tokens=N * T, resid=True) as cap:
-        for i in range(0, N, batch_size):
-            model(input_ids=windows[i:i + batch_size])
+    cap = record(model, windows, batch_size, resid=True)
     dev = devices.device_of(model)  # the embedding is called directly, not through the model
     e = torch.cat([lay.embed(model, windows[i:i + batch_size].to(dev))[0].cpu()
                    for i in range(0, N, batch_size)])
-    return {"x": {l: cap[f"layers.{l}.mlp.in"].view(N, T, -1) for l in cap.layers},
-            "h": {l: cap[f"layers.{l}.mlp.resid"].view(N, T, -1) for l in cap.layers},
-            "e": e}
+    return {**{f"blocks.{l}.mlp.{k}": cap[f"blocks.{l}.mlp.{k}"].view(N, T, -1)
+               for l in cap.layers for k in ("in", "resid")}, "embed": e}

@@ -1,15 +1,17 @@
 """`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget student-edition`,
-`nlbudget compare`, `nlbudget launch`, `nlbudget fetch`."""
+`nlbudget judge`, `nlbudget compare`, `nlbudget launch`, `nlbudget fetch`."""
 
 from __future__ import annotations
 
 import argparse
 import ast
 import sys
+import time
 
 from nlbudget.assets import corpora, models
 from nlbudget.book import launch, plan, profiles
-from nlbudget.book.build import EDITIONS, build, ledger_markdown, ledger_text
+from nlbudget.book.build import (COMMITTED, EDITIONS, build, judge_committed, ledger_markdown,
+                                 ledger_text)
 from nlbudget.book.exercises import student_edition
 from nlbudget.book.runner import run, run_chapters
 from nlbudget.errors import AssetUnavailable, ParameterError
@@ -52,6 +54,13 @@ def parser() -> argparse.ArgumentParser:
     led.add_argument("--profile", default="ci")
     led.add_argument("--results-dir", default=None)
     led.add_argument("--markdown", action="store_true", help="the book page's markdown instead")
+    j = sub.add_parser("judge", help="re-judge chapters' verdicts from their stored figures "
+                       "with today's claims code (seconds; nothing reruns, no figure changes)")
+    j.add_argument("chapters", nargs="*", help="chapter numbers (default: every chapter)")
+    j.add_argument("--profile", default="ci", help=f"one of {', '.join(profiles.PROFILES)} "
+                   f"({', '.join(COMMITTED)}: the committed results)")
+    j.add_argument("--results-dir", default=None)
+    j.add_argument("--build-dir", default=None)
     st = sub.add_parser("student-edition", help="write the exercise notebooks without their "
                         "solutions")
     st.add_argument("--out", default=None,
@@ -111,6 +120,30 @@ def cmd_ledger(args) -> int:
     return 0
 
 
+def cmd_judge(args) -> int:
+    """Re-judge from the stored figures; the committed scales' results where they live."""
+    _check_profile(args.profile)
+    keys = [profiles.chapter(k).key for k in args.chapters] or list(profiles.CHAPTERS)
+    t = time.perf_counter()
+    if args.profile in COMMITTED and args.results_dir is None:
+        out = judge_committed(args.profile, keys, log=lambda line: None)
+    else:
+        out = {}
+        for k in keys:
+            st = plan.chapter_step(k, args.profile, args.results_dir, args.build_dir)
+            if not st.outputs["results file"].is_file():
+                print(f"{st.stem}: no results at {args.profile!r}: run it first "
+                      f"(`nlbudget run {k} --profile {args.profile}`)")
+                continue
+            out[st.stem] = plan.judge(st)
+    for stem, o in out.items():
+        print(f"{stem}: {o['claims']} claims judged, {len(o['changed'])} changed")
+        for cid, (a, b) in o["changed"].items():
+            print(f"  {cid}: {a} -> {b}" if a != b else f"  {cid}: {b} (its text changed)")
+    print(f"judged in {time.perf_counter() - t:.1f} s")
+    return 0
+
+
 def cmd_student_edition(args) -> int:
     for p in student_edition(args.out):
         print(f"wrote {p}")
@@ -147,7 +180,7 @@ def cmd_fetch(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "book": cmd_book, "ledger": cmd_ledger,
+COMMANDS = {"run": cmd_run, "book": cmd_book, "ledger": cmd_ledger, "judge": cmd_judge,
             "student-edition": cmd_student_edition, "compare": cmd_compare,
             "launch": cmd_launch, "fetch": cmd_fetch}
 

@@ -334,10 +334,21 @@ class Flops:
     def total(self) -> int:
         return self.blocks + self.head
 
+    def removed(self, state: str, routed: float = 0.0, T: int = 1) -> float:
+        """MLP FLOPs per token one layer's state removes (the one formula): `linear`
+        (keep-first) runs the surrogate on every position and the MLP on the first of T;
+        `gated` runs the gate everywhere and the surrogate instead of the MLP on the share
+        `routed` of tokens it routes; `full` removes nothing."""
+        if state == "linear":
+            return self.mlp * (1 - 1 / T) - self.surrogate
+        if state == "gated":
+            return routed * (self.mlp - self.surrogate) - self.gate
+        return 0.0
+
     def saved(self, fractions: list[float], with_head: bool = True) -> float:
         """Share of forward FLOPs saved when layer l routes fractions[l] of its tokens to
         the surrogate (every gated layer pays its gate on every token)."""
-        per = [f * (self.mlp - self.surrogate) - self.gate for f in fractions]
+        per = [self.removed("gated", f) for f in fractions]
         return sum(per) / (self.total if with_head else self.blocks)
 
 
@@ -351,8 +362,3 @@ def flops_per_token(model, context: int) -> Flops:
     attn = len(bl) * 4 * d * (context + 1) / 2
     head = 2 * model.get_output_embeddings().weight.numel()
     return Flops(mlp=mlp, surrogate=2 * d * d, gate=2 * d, blocks=int(lin + attn), head=head)
-
-
-
-
-

@@ -9,6 +9,7 @@ from a wheel carries the files the chapters read — the notebooks, `data/claims
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -49,3 +50,20 @@ def results_dir() -> Path:
 def build_dir() -> Path:
     """Executed chapters and the rendered book (`NLBUDGET_BUILD`)."""
     return Path(os.environ.get("NLBUDGET_BUILD") or repo_root() / "build")
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write `text` to `path` so that readers see the old file or the new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from nlbudget import timing
+from nlbudget import capture, timing
 from nlbudget.assets import devices, memo
 from nlbudget.capture import MLPCapture, blocks, layout
 from nlbudget.evaluation import batches, eval_nll, hidden_nll, perplexity
@@ -231,14 +231,12 @@ def fit_layers_both(model, windows: torch.Tensor, layers=None, batch_size: int =
     todo = [sf for sf in variants if sf not in out]
     if not todo:
         return out
-    with MLPCapture(model, layers=layers, max_tokens=windows.numel()) as cap, torch.no_grad():
-        for _, ids in batches(windows, batch_size):
-            model(input_ids=ids)
+    cap = capture.record(model, windows, batch_size, layers=layers)
     n, T = windows.shape
     for sf in todo:
         fits, r2 = {}, {}
         for l in cap.layers:
-            X, Y = cap[f"layers.{l}.mlp.in"], cap[f"layers.{l}.mlp.out"]
+            X, Y = cap[f"blocks.{l}.mlp.in"], cap[f"blocks.{l}.mlp.out"]
             if sf:  # rows are window-major: drop each window's position 0
                 X, Y = (Z.view(n, T, -1)[:, 1:].reshape(-1, Z.shape[-1]) for Z in (X, Y))
             fits[l] = fit_ridge(X, Y, dtype=dtype)
@@ -268,7 +266,7 @@ def first_position_ratio(model, windows: torch.Tensor) -> list[float]:
         model(input_ids=windows)
     out = []
     for l in cap.layers:
-        norms = cap[f"layers.{l}.mlp.out"].norm(dim=1).view(windows.shape)
+        norms = cap[f"blocks.{l}.mlp.out"].norm(dim=1).view(windows.shape)
         out.append(float(norms[:, 0].median() / norms[:, 1:].median()))
     return out
 

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import torch
 
-from nlbudget.assets import devices, models
 from nlbudget import paths, timing
+from nlbudget.assets import devices, models
 from nlbudget.assets.corpora import Corpus
-from nlbudget.verdicts.results import atomic_write_text
-
+from nlbudget.paths import atomic_write_text
 
 #: The matched pair of small models trained from scratch (Parts II and IV): the same settings
 #: in every chapter that uses it, so the cached checkpoints are shared.
@@ -70,7 +69,8 @@ def pair_config(kind: str, settings: dict) -> TrainConfig:
 @timing.timed("training.train_tokenizer")
 def train_tokenizer(corpus: Corpus, vocab_size: int = 8192, cache: Path | None = None):
     """A byte-level BPE trained on the corpus's train split (cached)."""
-    from tokenizers import Tokenizer, decoders, models as tm, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers import models as tm
     from transformers import PreTrainedTokenizerFast
 
     d = (cache or paths.cache_dir()) / "tokenizers" / f"{corpus.name}-bpe{vocab_size}-{corpus.sha256[:12]}"

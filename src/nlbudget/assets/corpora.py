@@ -32,7 +32,7 @@ from nlbudget import paths, timing
 from nlbudget.assets.downloads import pip_download, verify
 from nlbudget.assets.models import hub_reachable
 from nlbudget.errors import AssetUnavailable
-from nlbudget.verdicts.results import atomic_write_text
+from nlbudget.paths import atomic_write_text
 
 SPLITS = ("train", "validation", "test")
 SPLIT_FRACTIONS = (0.90, 0.05, 0.05)
@@ -250,7 +250,7 @@ HUB_CORPORA = {
 def hub_mirror(name: str) -> Path | None:
     """A local copy of a hub corpus saved with `datasets`' `save_to_disk` under
     `$NLBUDGET_HUB_DATASETS/<repo>/<config>` (copied from a machine with the hub, or a
-    stand-in: `nlbudget.assets.standins`), if there is one."""
+    stand-in: `nlbudget.book.standins`), if there is one."""
     root = os.environ.get("NLBUDGET_HUB_DATASETS")
     if not root:
         return None

@@ -70,12 +70,23 @@ def _back(module, args, kwargs, output):
     return output if caller is None else _move(output, caller)
 
 
+#: Where this process attached its models (`attach`): {"model": its class, "device": where its
+#: parameters are after the move}; a chapter's results file records it (`placements`).
+_PLACED: list[dict] = []
+
+
+def placements() -> list[dict]:
+    """Every model this process attached, with where its parameters actually are."""
+    return list(_PLACED)
+
+
 def attach(model: nn.Module, device: str) -> nn.Module:
     """Move `model` to `device` (a resolved name) and wrap its forward: inputs are moved to the
     device, outputs back to where the inputs were. Returns the model. Attaching twice moves
     the model again but adds no second wrapper."""
     dev = torch.device(device)
     model.to(dev)
+    _PLACED.append({"model": type(model).__name__, "device": str(device_of(model))})
     model._nlbudget_device = dev
     if not hasattr(model, "_nlbudget_callers"):
         model._nlbudget_callers = []

@@ -127,6 +127,10 @@ def _dequantized(gguf: Path, d: Path | None = None):
     return model
 
 
+#: A `dtype` setting's torch dtype (the one mapping; `book.profiles.CHOICES` lists the names).
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
 @timing.timed("models.load")
 def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = None,
          device: str = "cpu"):

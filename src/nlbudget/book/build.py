@@ -7,10 +7,9 @@ and `ledger.md`, generated from the results files.
 
 from __future__ import annotations
 
-import inspect
+import importlib
 import io
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -19,264 +18,21 @@ from pathlib import Path
 
 from nlbudget import paths
 from nlbudget.assets import machine
-from nlbudget.book import exercises, launch, plan, profiles, runner
+from nlbudget.book import exercises, launch, pages, plan, profiles, runner
+from nlbudget.book.ledger import (  # noqa: F401
+    COMMITTED,
+    chapter_parts,
+    committed_dir,
+    committed_rows,
+    judge_committed,
+    ledger_markdown,
+    ledger_text,
+    part_titles,
+    staleness,
+    with_committed,
+)
 from nlbudget.book.plan import Plan
 from nlbudget.verdicts import results
-
-def _toc() -> str:
-    return (paths.repo_root() / "book" / "_toc.yml").read_text(encoding="utf-8")
-
-
-def part_titles() -> dict[str, str]:
-    """{"I": "Part I — …", …}: the parts' captions in `book/_toc.yml`, the one place they are
-    written (read line by line: `caption: Part N — …`)."""
-    return {m.group(2): m.group(1).strip()
-            for m in re.finditer(r"^\s*-?\s*caption:\s*(Part ([IVX]+) —.*)$", _toc(), re.M)}
-
-
-def chapter_parts() -> dict[str, str]:
-    """{chapter stem: its part ("I" … "IV")}, from where `book/_toc.yml` lists it."""
-    out, part = {}, None
-    for line in _toc().splitlines():
-        if m := re.match(r"^\s*-?\s*caption:\s*(?:Part ([IVX]+) —)?", line):
-            part = m.group(1)
-        elif (m := re.match(r"^\s*-\s*file:\s*notebooks/(\d\d_\w+)\s*$", line)) and part:
-            out[m.group(1)] = part
-    return out
-
-
-#: The scales whose results are committed (made once, on a CPU or a GPU, not by every build).
-COMMITTED = plan.COMMITTED
-
-
-def committed_dir(profile: str) -> Path:
-    """Where a committed scale's results live: `data/results/<profile>/` of the checkout (or of
-    the wheel's copy), whatever results folder this build writes to."""
-    return paths.shipped() / "data" / "results" / profile
-
-
-def staleness(key: str, profile: str) -> str:
-    """'' when a committed result of chapter `key` was made from the inputs the chapter has now
-    (its committed record, `<stem>.fresh.json`, against `plan.inputs`; what only the page
-    reads is left out — the notebook's prose, and package versions: another machine's patch
-    release does not make a result stale); else which inputs changed since."""
-    stem = profiles.chapter(key).stem
-    try:
-        rec = json.loads((committed_dir(profile) / f"{stem}.fresh.json").read_text())
-    except (OSError, ValueError):
-        return "no record of its inputs"
-    seed = rec.get("inputs", {}).get("settings", {}).get("seed", 0)
-    now = plan.inputs(key, profile, seed, committed_dir(profile).parent)
-    changed = [k for k in now if k not in plan.PAGE_ONLY and now[k] != rec.get("inputs", {}).get(k)]
-    return ", ".join(changed)
-
-
-def committed_rows(profile: str) -> dict[str, dict]:
-    """{claim id: its row at a committed scale}: verdict and measurement, with the result's
-    date and commit and whether it is stale."""
-    out = {}
-    for key in profiles.CHAPTERS:
-        stem = profiles.chapter(key).stem
-        f = committed_dir(profile) / f"{stem}.json"
-        if not f.is_file():
-            continue
-        doc = json.loads(f.read_text(encoding="utf-8"))
-        git = doc.get("environment", {}).get("git") or {}
-        made = (f"{str(doc.get('created', ''))[:10]}, commit {str(git.get('commit', '?'))[:7]}"
-                + (" with local changes" if git.get("dirty") else ""))
-        stale = staleness(key, profile)
-        for c in doc.get("claims", []):
-            out[c["id"]] = {**c, "made": made, "stale": stale}
-    return out
-
-
-def with_committed(rows: list[dict]) -> list[dict]:
-    """The ledger rows with each committed scale's verdict beside this build's."""
-    scales = {prof: committed_rows(prof) for prof in COMMITTED}
-    for r in rows:
-        for prof, got in scales.items():
-            c = got.get(r["id"])
-            r[f"verdict_{prof}"] = c["verdict"] if c else ""
-            r[f"{prof}_row"] = c
-    return rows
-
-
-def rules() -> dict[str, str]:
-    """{claim id: its rule in prose}: the claim function's docstring (threshold, control,
-    interval, multiplicity), the paper's quoted sentence dropped, for the decision table."""
-    out = {}
-    for key in profiles.CHAPTERS:
-        for fn in profiles.chapter(key).load().CLAIMS:
-            ids = re.findall(r'"((?:P\d|BOOK\.P\d)\.[\w-]+)"', inspect.getsource(fn))
-            doc = " ".join((fn.__doc__ or "").split())
-            doc = re.sub(r'^(P\d[^:]*|The book\'s question): "[^"]*"[.,;]?\s*(—\s*)?', "", doc)
-            for i in ids[:1]:
-                out[i] = doc
-    return out
-
-
-def decision_table(rows: list[dict], profile: str) -> list[str]:
-    """The ledger's decision table: per row, the rule next to each scale's verdict."""
-    rule = rules()
-    head = f"| claim | the rule | `{profile}` | " + " | ".join(f"`{p}`" for p in COMMITTED) + " |"
-    lines = [head, "|---|---|---|" + "---|" * len(COMMITTED)]
-    for r in rows:
-        at = " | ".join((r.get(f"verdict_{p}") or "—")
-                        + (" (stale)" if r.get(f"{p}_row") and r[f"{p}_row"]["stale"] else "")
-                        for p in COMMITTED)
-        text = rule.get(r["id"], "")
-        if len(text) < 40:  # a derivation's docstring is its statement: the rule is shared
-            text = ("proved in sympy and checked numerically in float64; the negative controls "
-                    "must fail" if r["kind"] == "derivation" else "")
-        text = "; ".join(t for t in (text, f"control: {r['control']}" if r["control"] else "")
-                         if t)
-        lines.append(f"| {r['id']} | {_inline(text)} | {r['verdict']} | {at} |")
-    return lines
-
-
-KIND_TITLES = {"paper": "claims of the papers", "derivation": "derivations (steps of a "
-               "paper's argument, checked by proof)", "book": "the book's own questions"}
-
-
-def counts_markdown(rows: list[dict]) -> str:
-    """Claims counted by kind (rows) and verdict (columns)."""
-    c = results.counts(rows)
-    head = "| kind | " + " | ".join(results.VERDICTS) + " | total |"
-    lines = [head, "|---" * (len(results.VERDICTS) + 2) + "|"]
-    for k, row in c.items():
-        label = "**all**" if k == "all" else KIND_TITLES[k]
-        lines.append(f"| {label} | " + " | ".join(str(row[v]) for v in results.VERDICTS)
-                     + f" | {sum(row.values())} |")
-    return "\n".join(lines)
-
-
-def _inline(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _details(r: dict) -> list[str]:
-    """The folded part of a ledger row: everything behind the verdict."""
-    out = []
-    for label, key in (("measured", "measured"), ("control", "control"), ("why", "reason"),
-                       ("would decide it", "needs"), ("the author's own data", "author_data"),
-                       ("note", "note")):
-        if r.get(key):
-            out.append(f"**{label}:** {_inline(r[key])}")
-    if r.get("parts"):
-        out.append("**parts:** " + "; ".join(f"{p}: {v}" for p, v in r["parts"].items()))
-    if r.get("obtained"):
-        out.append(f"**obtained:** {r['obtained']} "
-                   + {"replicated": "(the book's own, independent code)",
-                      "reproduced": "(the author's own code or data)",
-                      "derived": "(a proof)"}.get(r["obtained"], ""))
-    for prof in COMMITTED:
-        c = r.get(f"{prof}_row")
-        if c:
-            stale = f"; **stale** (changed since: {c['stale']})" if c["stale"] else ""
-            out.append(f"**at `{prof}`** ({c['made']}{stale}): {_inline(c['measured'])} — "
-                       f"**{c['verdict']}**: {_inline(c['reason'])}"
-                       + (f"; would decide it: {_inline(c['needs'])}" if c.get("needs") else ""))
-    if r.get("measured_paper_profile"):
-        out.append(f"**at the paper profile:** {_inline(r['measured_paper_profile'])} "
-                   f"(**{r['verdict_paper_profile']}**)")
-    return out
-
-
-def counts_section(rows: list[dict], profile: str) -> list[str]:
-    """The ledger page's counts: this build's, then each committed scale's (and which of its
-    chapters are stale)."""
-    lines = ["## Counts", "", f"This build (`{profile}`):", "", counts_markdown(rows), ""]
-    for prof in COMMITTED:
-        at = [{**r, "verdict": r[f"verdict_{prof}"] or "not run"} for r in rows]
-        stale = sorted({r[f"{prof}_row"]["stale"] and r["chapter"] for r in rows
-                        if r.get(f"{prof}_row")} - {"", False})
-        lines += [f"At `{prof}` (committed results, made once on a CPU; "
-                  + (f"stale for chapter(s) {', '.join(stale)}: their inputs changed since)"
-                     if stale else "none stale)") + ":", "", counts_markdown(at), ""]
-    return lines
-
-
-def ledger_markdown(profile: str, results_dir: Path | None = None,
-                    figure: str | None = None) -> str:
-    """The claims ledger page: a picture, counts per kind and verdict, then one table per
-    part; every row links to the section that measured it, states both scales, and folds
-    the long text. Generated from the results files only."""
-    rows = with_committed(results.ledger(profile, results_dir))
-    lines = [
-        "# Claims ledger", "",
-        f"Every claim of the four papers, what this build measured (profile `{profile}`), and a "
-        "verdict. This page is generated from the chapters' results files "
-        f"(`data/results/{profile}/*.json`); a claim whose chapter has not run is `not run`. "
-        "Every verdict comes from a claim function of the chapter's module "
-        "(`nlbudget.chapters`), compares with the control the claim names, and rests on an "
-        "interval over seeds or evaluation windows:", "",
-        "* **reproduced** — the effect is there, in the claimed direction, beyond the "
-        "uncertainty; **not reproduced** — the uncertainty excludes it, or it goes the other "
-        "way; **inconclusive** — the uncertainty holds both (the row says what would decide "
-        "it); **not run** — not measured at this profile (the row says why); **partly** — a "
-        "claim of several stated parts, some of which hold.",
-        "* *obtained*: **replicated** with the book's own code, **reproduced** with the "
-        "author's code or data, or **derived** by proof.", "",
-    ]
-    if figure:
-        lines += [f"```{{figure}} {figure}", ":name: ledger-overview", "",
-                  "Claims by part and kind, coloured by verdict.", "```", ""]
-    lines += counts_section(rows, profile)
-    lines += ["## Decision table", "", "Each row's rule as its claim function states it (the "
-              "threshold, the control, the interval and its multiplicity), beside the verdict "
-              "at each scale; the function's source is folded under its chapter's claims.", "",
-              *decision_table(rows, profile), ""]
-    for part, title in part_titles().items():
-        part_rows = [r for r in rows if r["part"] == part]
-        if not part_rows:
-            continue
-        lines += [f"## {title}", "", ":::{list-table}", ":header-rows: 1",
-                  ":widths: 22 10 28 24 16", "",
-                  "* - claim", "  - kind", "  - the paper says (its scale)",
-                  f"  - this build's scale (`{profile}`)", "  - verdict"]
-        for r in part_rows:
-            link = f"{{ref}}`{r['id']} <{r['section']}>`" if r.get("section") else r["id"]
-            scale = _inline(r["scale"]) or "—"
-            lines += [f"* - {link}: {_inline(r['claim'])}", f"  - {r['kind']}",
-                      f"  - {_inline(r['paper'])} *({_inline(r['paper_scale'])})*",
-                      f"  - {scale}",
-                      f"  - `{profile}`: **{r['verdict']}**" + "".join(
-                          f"; `{prof}`: **{r[f'verdict_{prof}']}**"
-                          + (" (stale)" if r[f"{prof}_row"]["stale"] else "")
-                          for prof in COMMITTED if r.get(f"verdict_{prof}")), "",
-                      "    ```{dropdown} details", ""]
-            for i, d in enumerate(_details(r)):
-                lines += ([""] if i else []) + [f"    {d}"]
-            lines += ["    ```", ""]
-        lines += [":::", ""]
-    return "\n".join(lines)
-
-
-def ledger_text(profile: str, results_dir: Path | None = None) -> str:
-    """`nlbudget ledger`: counts per kind and verdict at this profile and at each committed
-    scale, then one line per claim with both verdicts."""
-    rows = with_committed(results.ledger(profile, results_dir))
-    width = max(len(v) for v in results.VERDICTS)
-    out = [f"claims ledger, profile {profile!r}"]
-    for prof in (profile, *[p for p in COMMITTED if p != profile]):
-        at = rows if prof == profile else [
-            {**r, "verdict": r[f"verdict_{prof}"] or "not run"} for r in rows]
-        out += ["", f"at {prof}" + ("" if prof == profile else " (committed)"),
-                f"{'kind':<12}" + "".join(f"{v:>{width + 2}}" for v in results.VERDICTS)
-                + "   total"]
-        for k, row in results.counts(at).items():
-            out.append(f"{k:<12}" + "".join(f"{row[v]:>{width + 2}}" for v in results.VERDICTS)
-                       + f"{sum(row.values()):>8}")
-    extra = [p for p in COMMITTED if p != profile]
-    out += ["", f"{'claim':<38} {'kind':<11} {profile:<16}" + "".join(f"{p:<16}" for p in extra)]
-    def at(r, p):
-        stale = " (stale)" if r.get(f"{p}_row") and r[f"{p}_row"]["stale"] else ""
-        return f"{(r[f'verdict_{p}'] or '—') + stale:<16}"
-
-    for r in rows:
-        out.append(f"{r['id']:<38} {r['kind']:<11} {r['verdict']:<16}"
-                   + "".join(at(r, p) for p in extra))
-    return "\n".join(out)
 
 
 def timings_markdown(profile: str, results_dir: Path | None = None,
@@ -388,6 +144,36 @@ def _exercise_page(step, edition: str) -> bytes:
     return step.executed.read_bytes()
 
 
+#: The cells of a chapter page that show its verdicts: the build renders their outputs from the
+#: verdicts file as it is now, so a page shows a re-judged verdict without rerunning its study.
+VERDICT_CELLS = {"pages.claims_table(doc)": lambda doc, key: pages.claims_table(doc),
+                 "pages.rules(ch)": lambda doc, key: pages.rules(profiles.chapter(key).load())}
+
+
+def with_verdicts(executed: bytes, key: str, doc: dict) -> bytes:
+    """An executed chapter notebook with its verdict cells (`VERDICT_CELLS`) and the verdict
+    words its prose glues (its page's `verdict_glue(doc)`, where it has one) rendered from
+    `doc`, the chapter's results as `results.read` gives them now."""
+    from IPython.core.formatters import DisplayFormatter
+
+    nb = json.loads(executed)
+    page = importlib.import_module(profiles.chapter(key).module + ".page")
+    glued = page.verdict_glue(doc) if hasattr(page, "verdict_glue") else {}
+    fmt = DisplayFormatter()
+    for cell in (c for c in nb["cells"] if c["cell_type"] == "code"):
+        src = "".join(cell["source"])
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name in glued:
+                o["data"] = {k: glued[name] if k.endswith("text/markdown") else v
+                             for k, v in o["data"].items()}
+            elif o["output_type"] == "execute_result":
+                for pattern, show in VERDICT_CELLS.items():
+                    if src.rstrip().endswith(pattern):
+                        o["data"] = fmt.format(show(doc, key))[0]
+    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
+
+
 def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
     """Stage the book's sources in `<build>/<profile>/site/` (the student edition in
     `site-student/`): the pages of `book/`, the executed chapters under `notebooks/` and their
@@ -407,11 +193,19 @@ def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
     # the repository and launch buttons, only where the repository's URL is set
     files["_config.yml"] = launch.config_text(files["_config.yml"].decode(),
                                               launch.repository_url()).encode()
+    import matplotlib
+
+    matplotlib.use("Agg")  # before pyplot loads (through `plots`): the ledger figure is a file
+    from nlbudget import plots  # cost: matplotlib's pyplot, for the ledger figure
+
+    plots.use_style()  # the verdict tables as the chapters' kernels render them
     for step in p.chapters:
         if not step.executed.is_file():
             raise FileNotFoundError(f"chapter {step.stem} has not been executed at profile "
                                     f"{profile!r} ({step.executed}); run `nlbudget book`")
-        files[f"notebooks/{step.executed.name}"] = step.executed.read_bytes()
+        files[f"notebooks/{step.executed.name}"] = with_verdicts(
+            step.executed.read_bytes(), step.key,
+            results.read(step.stem, profile, results_dir))
     # the student book serves each exercise page from the committed student copy's path, so
     # that its launch buttons (made from the page's path) open the notebook without solutions
     folder = "exercises" if edition == "solutions" else exercises.student_folder().name
@@ -419,12 +213,6 @@ def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
         files[f"notebooks/{folder}/{step.executed.name}"] = _exercise_page(step, edition)
     files["_toc.yml"] = files["_toc.yml"].replace(b"notebooks/exercises/",
                                                   f"notebooks/{folder}/".encode())
-    import matplotlib
-
-    matplotlib.use("Agg")  # before pyplot loads (through `plots`): the ledger figure is a file
-    from nlbudget.book import plots  # cost: matplotlib's pyplot, only for this figure
-
-    plots.use_style()
     rows = results.ledger(profile, results_dir)
     fig = plots.ledger_overview(rows, part_titles())
     buf = io.BytesIO()
@@ -448,6 +236,8 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
     `index.html`."""
     _check_edition(edition)  # before any chapter runs
     p = plan.make(profile, seed, results_dir, build_dir, force)
+    for prof in COMMITTED:
+        judge_committed(prof, log=log)
     took = runner.run_plan(p, log) if run else {}
     site, changed = stage(p, edition)
     return render(p, site, changed, took, log, record=edition == "solutions")
@@ -493,4 +283,4 @@ def _record_build(profile: str, build_dir, took: dict) -> None:
            "cpu": machine.cpu(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     path = Path(build_dir or paths.build_dir()) / profile / "build-times.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    results.atomic_write_text(path, json.dumps(doc, indent=1))
+    paths.atomic_write_text(path, json.dumps(doc, indent=1))

@@ -4,7 +4,7 @@ decided them (from source), the paper's scale beside ours, and numbers for the p
 from __future__ import annotations
 
 import inspect
-import json
+import sys
 
 import pandas as pd
 
@@ -16,8 +16,7 @@ def committed_claims(stem: str, profile: str) -> dict[str, dict]:
     """{claim id: row} of a chapter's committed result at `profile` (`data/results/<profile>/`,
     made once on this CPU and committed), or {} where there is none."""
     try:
-        doc = json.loads((paths.shipped() / "data" / "results" / profile / f"{stem}.json")
-                         .read_text(encoding="utf-8"))
+        doc = results.read(stem, profile, paths.shipped() / "data" / "results")
     except (OSError, ValueError):
         return {}
     return {c["id"]: c for c in doc.get("claims", [])}
@@ -48,9 +47,11 @@ def claims_table(doc: dict, committed: tuple[str, ...] = ("full",)) -> pd.DataFr
 
 
 def rules(module) -> str:
-    """The source of a chapter module's claim functions and thresholds, for a folded cell."""
+    """The source of a chapter's claim functions and thresholds (its `claims` module; given
+    the chapter's package, its `claims.py`), for a folded cell."""
     from IPython.display import Code
 
+    module = sys.modules.get(f"{module.__name__}.claims", module)
     consts = [f"{k} = {v!r}" for k, v in vars(module).items()
               if k.isupper() and isinstance(v, (int, float)) and not isinstance(v, bool)]
     src = "\n\n".join(inspect.getsource(f) for f in module.CLAIMS)
@@ -81,20 +82,6 @@ def glue_all(values: dict) -> None:
 
     for k, v in values.items():
         glue(k, Markdown(v) if isinstance(v, str) else v, display=False)
-
-
-def pct(x, digits: int = 1, sign: bool = True) -> str:
-    """0.0123 → '+1.2 %' (None → 'n/a')."""
-    if x is None:
-        return "n/a"
-    return f"{100 * x:{'+' if sign else ''}.{digits}f} %"
-
-
-def interval(lo, hi, digits: int = 1) -> str:
-    """[lo, hi] as percentages."""
-    if lo is None or hi is None:
-        return "[n/a]"
-    return f"[{100 * lo:+.{digits}f}, {100 * hi:+.{digits}f}] %"
 
 
 def mixture_table(mixture: dict) -> pd.DataFrame:

@@ -17,168 +17,39 @@ killed run never leaves it marked fresh.
 
 from __future__ import annotations
 
-import hashlib
-import io
+import importlib
 import json
-import platform
-import re
-import tokenize
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from nlbudget import paths
-from nlbudget.assets.downloads import sha256
 from nlbudget.book import exercises, profiles
+from nlbudget.book.inputs import (_FROM, _IMPORT,  # noqa: F401  -- the plan's inputs, as plan.X
+                                  CLAIMS_MODULES,
+                                  NOT_CHAPTER_INPUTS,
+                                  PAGE_MODULES,
+                                  PAGE_ONLY, PARTS,
+                                  _cells, _closure,
+                                  _notebook_imports,
+                                  _package, _sha,
+                                  chapter_folder,
+                                  claims_digest,
+                                  claims_rows,
+                                  code,
+                                  data_digest,
+                                  digest,
+                                  exercise_inputs,
+                                  file_sha,
+                                  import_statements,
+                                  inputs,
+                                  library_digest,
+                                  library_files,
+                                  notebook_code,
+                                  notebook_prose,
+                                  package_imports,
+                                  reads, versions)
 from nlbudget.verdicts import results
-
-#: Modules no chapter imports (the build, the command line, the exercises' checks), and the
-#: list of chapters (`chapters/__init__.py`: adding a chapter changes no other chapter's run):
-#: editing them reruns no chapter.
-NOT_CHAPTER_INPUTS = ("book/build.py", "book/exercises.py", "book/launch.py", "book/plan.py",
-                      "book/runner.py", "chapters/__init__.py", "cli.py", "teaching/checks.py")
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def file_sha(path: Path) -> str | None:
-    """The SHA-256 of a file, or None where there is none."""
-    return sha256(path) if path.is_file() else None
-
-
-def package_imports(source: str, pkg: Path) -> set[Path]:
-    """The package's module files that `source` imports (at the top or inside a function)."""
-    out: set[Path] = set()
-
-    def add(name: str) -> bool:
-        first, _, rest = name.partition(".")
-        if first != "nlbudget":
-            return False
-        rel = Path(*rest.split(".")) if rest else None
-        for f in ((pkg / rel.with_suffix(".py"), pkg / rel / "__init__.py") if rel
-                  else (pkg / "__init__.py",)):
-            if f.is_file():
-                out.add(f)
-                return True
-        return False
-
-    for module, names in import_statements(source):
-        if names is None:
-            add(module)
-        for name in names or ():
-            add(f"{module}.{name}") or add(module)
-    return out
-
-
-_FROM = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n]*)", re.M)
-
-
-def import_statements(source: str) -> list[tuple[str, list[str] | None]]:
-    """(module, imported names) of every `from m import a, b` — names None for `import m` — read
-    from the lines of `source` (not with `ast`: CPython 3.11's parser can raise SystemError on a
-    long-running interpreter's deep stack; a test holds the two readings equal on every module
-    and notebook)."""
-    out: list[tuple[str, list[str] | None]] = []
-    for m in _FROM.finditer(source):
-        body = re.sub(r"#[^\n]*", "", m.group(2)).strip("()\\ \t\n")
-        out.append((m.group(1), [n.split()[0] for n in body.replace("\\\n", " ").split(",")
-                                 if n.strip()]))
-    for m in _IMPORT.finditer(source):
-        for name in re.sub(r"#.*", "", m.group(1)).split(","):
-            if name.strip():
-                out.append((name.split()[0], None))
-    return out
-
-
-def library_files(key: str, notebook: Path | None = None) -> list[Path]:
-    """The modules chapter `key` runs: its module, what its notebook imports, and everything
-    those import in turn, with the packages' `__init__` files on the way."""
-    pkg = Path(__file__).resolve().parent.parent
-    nb = json.loads(Path(notebook or profiles.notebook_path(key)).read_text(encoding="utf-8"))
-    own = pkg / (profiles.chapter(key).module.split(".", 1)[1].replace(".", "/") + ".py")
-    todo, seen = [own], {pkg / "__init__.py"}
-    for cell in (c for c in nb["cells"] if c["cell_type"] == "code"):
-        code = "\n".join(ln for ln in "".join(cell["source"]).splitlines()
-                         if not ln.lstrip().startswith(("%", "!")))
-        todo.extend(package_imports(code, pkg))
-    while todo:
-        f = todo.pop()
-        if f in seen:
-            continue
-        seen.add(f)
-        todo.extend(package_imports(f.read_text(encoding="utf-8"), pkg))
-        todo.extend(p / "__init__.py" for p in f.parents if pkg in p.parents)
-    return sorted(f for f in seen if f.relative_to(pkg).as_posix() not in NOT_CHAPTER_INPUTS)
-
-
-def code(source: str) -> str:
-    """What of a module's source a chapter's run depends on: its tokens, without comments,
-    blank lines and the `SETTINGS` table at the top level (a chapter's settings enter its
-    inputs per profile, `inputs()["settings"]`, so resizing the `ci` budget leaves committed
-    `full` results fresh, and rewording a comment reruns nothing)."""
-    out: list[str] = []
-    depth, skipping = 0, False
-    toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    for i, t in enumerate(toks):
-        if t.type in (tokenize.COMMENT, tokenize.NL):
-            continue
-        if (t.type == tokenize.NAME and t.string == "SETTINGS" and t.start[1] == 0
-                and i + 1 < len(toks) and toks[i + 1].string == "="):
-            skipping = True
-        if skipping:
-            if t.type == tokenize.OP and t.string in "([{":
-                depth += 1
-            elif t.type == tokenize.OP and t.string in ")]}":
-                depth -= 1
-            elif t.type == tokenize.NEWLINE and depth == 0:
-                skipping = False
-            continue
-        out.append(f"{t.type}:{t.string}")
-    return "\n".join(out)
-
-
-def library_digest(key: str, notebook: Path | None = None) -> str:
-    """The package's code (`code`) as chapter `key` runs it (`library_files`): editing a module
-    no chapter step imports, a comment, or another profile's settings reruns nothing."""
-    pkg = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for f in library_files(key, notebook):
-        h.update(f.relative_to(pkg).as_posix().encode() + b"\0"
-                 + code(f.read_text(encoding="utf-8")).encode() + b"\0")
-    return h.hexdigest()
-
-
-def claims_rows(key: str) -> bytes:
-    """The lines of `data/claims.csv` chapter `key` writes (its header and the rows whose
-    `chapter` is `key`): adding another chapter's claims reruns no chapter."""
-    lines = (paths.shipped() / "data" / "claims.csv").read_bytes().splitlines(keepends=True)
-    col = lines[0].decode().rstrip("\r\n").split(",").index("chapter")
-    return b"".join(lines[:1] + [ln for ln in lines[1:]
-                                 if ln.decode().split(",")[col:col + 1] == [key]])
-
-
-def data_digest(key: str) -> str:
-    """The data chapter `key` reads: its rows of `data/claims.csv` (`claims_rows`), the
-    author's reference files (`data/reference/`) and the shipped corpora (`data/corpora/`)."""
-    root = paths.shipped() / "data"
-    h = hashlib.sha256(b"claims.csv\0" + claims_rows(key))
-    for f in [*sorted((root / "reference").rglob("*")), *sorted((root / "corpora").rglob("*"))]:
-        if f.is_file():
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
-
-
-def versions() -> dict:
-    return {"python": platform.python_version(), **results.package_versions()}
-
-
-def reads(key: str) -> tuple[str, ...]:
-    """Keys of the chapters whose results chapter `key` reads."""
-    return tuple(getattr(profiles.chapter(key).load(), "READS", ()))
-
 
 def run_order(keys: list[str] | None = None) -> list[str]:
     """Reading order, except that a chapter runs after the chapters it reads."""
@@ -214,73 +85,6 @@ def dependants(key: str, keys: list[str] | None = None) -> list[str]:
     return out
 
 
-def _cells(path: Path, kind: str) -> list[str]:
-    try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return ["".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == kind]
-
-
-def notebook_code(path: Path) -> str | None:
-    """What of a chapter's notebook its results depend on: its code cells, each as `code`
-    reads a module (tokens, without comments or blank lines); None where there is no
-    notebook."""
-    if not path.is_file():
-        return None
-    h = hashlib.sha256()
-    for src in _cells(path, "code"):
-        try:
-            src = code(src.rstrip() + "\n")  # a cell's last line reads alike with or without "\n"
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            pass  # not plain Python (a magic): its text as it is
-        h.update(src.encode() + b"\0")
-    return h.hexdigest()
-
-
-def notebook_prose(path: Path) -> str | None:
-    """The notebook's markdown cells: the page reads them, the results do not."""
-    if not path.is_file():
-        return None
-    return _sha("\0".join(_cells(path, "markdown")).encode())
-
-
-#: Inputs a page depends on but a result does not: a committed result stays fresh when only
-#: these changed (`build.staleness`).
-PAGE_ONLY = ("prose", "versions")
-
-
-def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
-    """Everything a chapter's run depends on, each as a digest (or a small value): the
-    notebook as its code cells and its prose apart (rewording a page reruns it, but leaves
-    a committed result fresh)."""
-    return {
-        "notebook": notebook_code(profiles.notebook_path(key)),
-        "prose": notebook_prose(profiles.notebook_path(key)),
-        "library": library_digest(key),
-        "data": data_digest(key),
-        "settings": profiles.validate(key, profile=profile, seed=seed),
-        "versions": versions(),
-        "reads": {profiles.chapter(d).stem: file_sha(results.results_path(
-            profiles.chapter(d).stem, profile, results_dir)) for d in reads(key)},
-    }
-
-
-def digest(inp: dict) -> str:
-    return _sha(json.dumps(inp, sort_keys=True).encode())
-
-
-def exercise_inputs(key: str, profile: str, results_dir=None) -> dict:
-    """What an executed exercise notebook depends on: the notebook, the library and the checks
-    it calls, the package versions and the chapter's results file (its predictions read it)."""
-    checks = Path(__file__).resolve().parent.parent / "teaching" / "checks.py"
-    nb = exercises.notebook(key)
-    return {"notebook": file_sha(nb), "library": library_digest(key, nb), "checks": file_sha(checks),
-            "versions": versions(), "profile": profile,
-            "results": file_sha(results.results_path(profiles.chapter(key).stem, profile,
-                                                     results_dir))}
-
-
 # ------------------------------------------------------------------ steps and their freshness
 
 
@@ -293,6 +97,7 @@ class Step:
     record: Path  # <build>/<profile>/<kind folder>/<stem>.fresh.json
     outputs: dict[str, Path]  # what a run leaves, by name: checked for freshness
     why: str = ""  # "fresh", or why it must run
+    rejudge: str = ""  # a chapter that need not run: why its verdicts must be re-judged, or ""
 
     @property
     def stem(self) -> str:
@@ -346,7 +151,7 @@ def void(step: Step) -> None:
     failed or killed run leaves it stale."""
     old = read_record(step) or {}
     step.record.parent.mkdir(parents=True, exist_ok=True)
-    results.atomic_write_text(step.record, json.dumps({"digest": None,
+    paths.atomic_write_text(step.record, json.dumps({"digest": None,
                                                        "elapsed_s": old.get("elapsed_s")}))
 
 
@@ -357,16 +162,64 @@ COMMITTED = ("full",)
 
 def done(step: Step, inputs_: dict, elapsed: float) -> None:
     """After a step ran: record the inputs it ran with and the files it left (and, for a
-    committed scale, the same record beside the results file)."""
-    text = json.dumps({
-        "digest": digest(inputs_), "inputs": inputs_,
-        "outputs": {n: file_sha(p) for n, p in step.outputs.items()},
-        "elapsed_s": round(elapsed, 1),
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=1)
-    results.atomic_write_text(step.record, text)
+    committed scale, the same record beside the results file). A chapter's record also says
+    what its verdicts were judged with (`verdicts`)."""
+    rec = {"digest": digest(inputs_), "inputs": inputs_,
+           "outputs": {n: file_sha(p) for n, p in step.outputs.items()},
+           "elapsed_s": round(elapsed, 1),
+           "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if step.kind == "chapter":
+        rec["verdicts"] = verdicts_record(step)
+    _write_record(step, rec)
+
+
+def _write_record(step: Step, rec: dict) -> None:
+    text = json.dumps(rec, indent=1)
+    paths.atomic_write_text(step.record, text)
     res = step.outputs.get("results file")
     if res is not None and res.parent.name in COMMITTED:
-        results.atomic_write_text(res.with_suffix(".fresh.json"), text)
+        paths.atomic_write_text(res.with_suffix(".fresh.json"), text)
+
+
+def verdicts_file(step: Step) -> Path:
+    return step.outputs["results file"].with_suffix(".verdicts.json")
+
+
+def verdicts_record(step: Step) -> dict:
+    """What a chapter's verdicts file was judged with: the claims code (`claims_digest`) and
+    the file it left."""
+    return {"claims": claims_digest(step.key), "file": file_sha(verdicts_file(step))}
+
+
+def verdicts_freshness(rec: dict | None, step: Step) -> str:
+    """'fresh' when a chapter's verdicts were judged by its claims code as it is now and its
+    verdicts file is the one that judging left; else why it must be re-judged."""
+    got = (rec or {}).get("verdicts") or {}
+    if not verdicts_file(step).is_file() or got.get("file") != file_sha(verdicts_file(step)):
+        return "its verdicts file is missing or changed"
+    return "fresh" if got.get("claims") == claims_digest(step.key) else "changed: claims"
+
+
+def judge(step: Step, record_path: Path | None = None) -> dict:
+    """Re-judge chapter `step`'s stored figures with its claims code as it is now
+    (`results.judge`), and record it: its figures file and everything that reads it stay as
+    they are. `record_path`: the record to update (default: the step's own). Returns what
+    `results.judge` returns."""
+    res = step.outputs["results file"]
+    mod = importlib.import_module(profiles.chapter(step.key).module + ".claims")
+    out = results.judge(mod, res.stem, res.parent.name, res.parent.parent)
+    path = record_path or step.record
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        rec = None
+    if rec is not None:
+        rec["verdicts"] = verdicts_record(step)
+        paths.atomic_write_text(path, json.dumps(rec, indent=1))
+        committed = res.with_suffix(".fresh.json")
+        if path == step.record and res.parent.name in COMMITTED:
+            paths.atomic_write_text(committed, json.dumps(rec, indent=1))
+    return out
 
 
 def status(key: str, profile: str, seed: int = 0, results_dir=None, build_dir=None) -> str:
@@ -453,6 +306,10 @@ class Plan:
     def stale(self, kind: str = "chapters") -> list[Step]:
         return [s for s in getattr(self, kind) if s.why != "fresh"]
 
+    def to_judge(self) -> list[Step]:
+        """The chapters that need not run but whose verdicts must be re-judged."""
+        return [s for s in self.chapters if s.why == "fresh" and s.rejudge]
+
     @property
     def when(self) -> tuple:
         return self.profile, self.results_dir, self.build_dir
@@ -474,6 +331,9 @@ def make(profile: str, seed: int = 0, results_dir=None, build_dir=None, force: b
         if st.why == "fresh" and read:
             st.why = "it reads chapter " + ", ".join(read) + ", which runs"
             runs.add(st.key)
+        if st.why == "fresh":
+            v = verdicts_freshness(read_record(st), st)
+            st.rejudge = "" if v == "fresh" else v
     steps = []
     for k in exercises.available():
         if keys is not None and k not in keys:

@@ -129,12 +129,23 @@ def run_plan(p: Plan, log=say, cores: int | None = None) -> dict:
     notebooks. Returns {"chapters": {key: 'ran' | 'fresh'}, "exercises": {…}, and the
     seconds each took}."""
     t = time.perf_counter()
+    judge_steps(p, log)
     chapters = run_chapters(p, log, cores)
     took = {"chapters_s": time.perf_counter() - t}
     t = time.perf_counter()
     ex = run_exercise_steps(p, log, cores)
     took["exercises_s"] = time.perf_counter() - t
     return {"chapters": chapters, "exercises": ex, **took}
+
+
+def judge_steps(p: Plan, log=say) -> None:
+    """Re-judge the chapters that need not run but whose claims changed: seconds each, from
+    their stored figures (`plan.judge`)."""
+    for st in p.to_judge():
+        out = plan.judge(st)
+        log(f"[nlbudget] {st.stem}: re-judged from its stored figures ({st.rejudge}): "
+            f"{len(out['changed'])} of {out['claims']} verdict rows changed")
+        st.rejudge = ""
 
 
 def run_chapters(p: Plan, log=say, cores: int | None = None) -> dict:

@@ -1,8 +1,11 @@
 """Results files and the claims ledger.
 
-Each chapter writes `<results_dir>/<profile>/<stem>.json` once, at its end, atomically:
-its parameters, seed, package versions, git commit, its `figures` and its `claims`.
-The book's tables, plots and the ledger read only these files.
+Each chapter writes, once, at its end, atomically, two files under `<results_dir>/<profile>/`:
+`<stem>.json`, what it measured (its parameters, seed, package versions, git commit, its
+`figures`), and apart from it `<stem>.verdicts.json`, what its claims module judged of those
+figures (`claims`). A changed rule rewrites only the second (`judge`): the measured figures
+stay byte-identical, and nothing that reads them (another chapter, a page) goes stale. The
+book's tables, plots and the ledger read only these files; `read` gives both as one document.
 """
 
 from __future__ import annotations
@@ -10,38 +13,19 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import platform
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from nlbudget.assets import machine
 from nlbudget import paths, timing
-
+from nlbudget.assets import devices, machine
+from nlbudget.paths import atomic_write_text
 from nlbudget.verdicts.claims import KINDS, VERDICTS, Claim  # noqa: F401  (the ledger's vocabulary)
 
 PACKAGES = ("nlbudget", "torch", "transformers", "numpy", "scipy", "sympy", "pandas",
             "papermill", "matplotlib", "gguf", "datasets", "peft")
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write `text` to `path` so that readers see the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def round_floats(obj, sig: int = 6):
@@ -80,16 +64,28 @@ def package_versions() -> dict:
 
 def environment() -> dict:
     return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpu": machine.cpu(), "packages": package_versions(), "git": git_commit()}
+            "cpu": machine.cpu(), "packages": package_versions(), "git": git_commit(),
+            "models_on": devices.placements()}
 
 
 def results_path(stem: str, profile: str, results_dir: str | Path | None = None) -> Path:
     return Path(results_dir or paths.results_dir()) / profile / f"{stem}.json"
 
 
+def verdicts_path(stem: str, profile: str, results_dir: str | Path | None = None) -> Path:
+    """Where chapter `stem`'s verdicts at `profile` live, beside its figures."""
+    return results_path(stem, profile, results_dir).with_suffix(".verdicts.json")
+
+
+def is_figures_file(path: Path) -> bool:
+    """A chapter's figures file (`<stem>.json`), not its verdicts or its record beside it."""
+    return path.suffix == ".json" and not path.name.endswith((".fresh.json", ".verdicts.json"))
+
+
 def write_chapter(settings: dict, figures: dict, claims: list[Claim],
                   results_dir: str | Path | None = None) -> Path:
-    """Write a chapter's results file (atomic). `settings` comes from `profiles.validate`."""
+    """Write a chapter's figures file, then its verdicts file (each atomic). `settings`
+    comes from `profiles.validate`. Returns the figures file's path."""
     stem, profile = settings["chapter"], settings["profile"]
     doc = {
         "chapter": stem,
@@ -97,13 +93,25 @@ def write_chapter(settings: dict, figures: dict, claims: list[Claim],
         "seed": settings["seed"],
         "parameters": settings,
         "figures": round_floats(figures),
-        "claims": [c.as_dict() for c in claims],
         "environment": environment(),
         "timings": timing.timings(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     text = json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"
-    return atomic_write_text(results_path(stem, profile, results_dir), text)
+    path = atomic_write_text(results_path(stem, profile, results_dir), text)
+    write_verdicts(stem, profile, claims, results_dir)
+    return path
+
+
+def write_verdicts(stem: str, profile: str, claims: list[Claim],
+                   results_dir: str | Path | None = None) -> Path:
+    """Write a chapter's verdicts file (atomic): its claims as judged now, with when and at
+    which commit."""
+    doc = {"chapter": stem, "profile": profile, "claims": [c.as_dict() for c in claims],
+           "judged": {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "git": git_commit()}}
+    text = json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    return atomic_write_text(verdicts_path(stem, profile, results_dir), text)
 
 
 def as_stored(figures: dict) -> dict:
@@ -114,19 +122,57 @@ def as_stored(figures: dict) -> dict:
 
 def finish(module, settings: dict, figures: dict, results_dir: str | Path | None = None) -> dict:
     """A chapter's last step: its claims from its (stored) figures by its chapter module's
-    `claims(F, S)`, then the results file, written atomically. Returns the written document."""
+    `claims(F, S)`, then its figures and verdicts files, written atomically. Returns the
+    written document (`read`)."""
     F = as_stored(figures)
     claims = module.claims(F, settings)
-    path = write_chapter(settings, F, claims, results_dir)
+    write_chapter(settings, F, claims, results_dir)
+    return read(settings["chapter"], settings["profile"], results_dir)
+
+
+def judge(module, stem: str, profile: str, results_dir: str | Path | None = None) -> dict:
+    """Re-judge a chapter from its stored figures: `module.claims(F, S)` on the figures and
+    settings of its figures file, written to its verdicts file; the figures file is not
+    touched, and a verdicts file whose rows come out the same is left as it is. Returns
+    {"changed": {claim id: (old verdict, new verdict)}, "claims": n}."""
+    doc = _read_json(results_path(stem, profile, results_dir), stem, profile)
+    claims = module.claims(doc["figures"], doc["parameters"])
+    stored = _read_verdicts(stem, profile, results_dir)
+    old = {c["id"]: c for c in stored}
+    if not verdicts_path(stem, profile, results_dir).is_file() \
+            or stored != [c.as_dict() for c in claims]:  # unchanged verdicts keep their file
+        write_verdicts(stem, profile, claims, results_dir)
+    changed = {c.id: (old.get(c.id, {}).get("verdict"), c.verdict) for c in claims
+               if old.get(c.id) != c.as_dict()}
+    return {"changed": changed, "claims": len(claims)}
+
+
+def _read_json(path: Path, stem: str, profile: str) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"no results for {stem} at profile {profile!r} ({path}); "
+                                f"run `nlbudget run {stem[:2]} --profile {profile}` first")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _read_verdicts(stem: str, profile: str, results_dir=None) -> list[dict]:
+    p = verdicts_path(stem, profile, results_dir)
+    return json.loads(p.read_text(encoding="utf-8"))["claims"] if p.is_file() else []
+
+
 def read(stem: str, profile: str, results_dir: str | Path | None = None) -> dict:
-    p = results_path(stem, profile, results_dir)
-    if not p.is_file():
-        raise FileNotFoundError(f"no results for {stem} at profile {profile!r} ({p}); "
-                                f"run `nlbudget run {stem[:2]} --profile {profile}` first")
-    return json.loads(p.read_text(encoding="utf-8"))
+    """A chapter's results at `profile`: its figures file, with `claims` from its verdicts
+    file (a results file written before verdicts were kept apart holds its own `claims`;
+    none: empty)."""
+    doc = _read_json(results_path(stem, profile, results_dir), stem, profile)
+    if verdicts_path(stem, profile, results_dir).is_file():
+        return {**doc, "claims": _read_verdicts(stem, profile, results_dir)}
+    return {**doc, "claims": doc.get("claims", [])}
+
+
+def read_dir(folder: Path) -> list[dict]:
+    """Every chapter's results (`read`) in one profile's folder, in file order."""
+    return [read(f.stem, folder.name, folder.parent) for f in sorted(folder.glob("*.json"))
+            if is_figures_file(f)] if folder.is_dir() else []
 
 
 # ---------------------------------------------------------------- claims ledger
@@ -156,13 +202,12 @@ def ledger(profile: str, results_dir: str | Path | None = None,
     known = {r["id"] for r in rows}
     measured: dict[str, dict[str, dict]] = {}
     for prof in dict.fromkeys([profile, "paper"]):
-        d = Path(results_dir or paths.results_dir()) / prof
-        for f in sorted(d.glob("*.json")) if d.is_dir() else []:
-            doc = json.loads(f.read_text(encoding="utf-8"))
-            for c in doc.get("claims", []):
+        for doc in read_dir(Path(results_dir or paths.results_dir()) / prof):
+            for c in doc["claims"]:
                 if c["id"] not in known:
-                    raise ValueError(f"{f}: claim id {c['id']!r} is not in data/claims.csv")
-                measured.setdefault(prof, {})[c["id"]] = {**c, "source": f.name}
+                    raise ValueError(f"{doc['chapter']}.verdicts.json: claim id {c['id']!r} "
+                                     "is not in data/claims.csv")
+                measured.setdefault(prof, {})[c["id"]] = {**c, "source": doc["chapter"]}
     out = []
     for r in rows:
         here = measured.get(profile, {}).get(r["id"])
@@ -215,12 +260,10 @@ def compare(a: str | Path, b: str | Path, profile: str, rtol: float = 0.0) -> di
     "figures": {path: (a, b)}, "missing": side}}."""
     out = {}
     stems = sorted({p.stem for d in (a, b) for p in (Path(d) / profile).glob("*.json")
-                    if not p.name.endswith(".fresh.json")})  # a committed result's record
+                    if is_figures_file(p)})
     for stem in stems:
-        docs = []
-        for d in (a, b):
-            p = Path(d) / profile / f"{stem}.json"
-            docs.append(json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None)
+        docs = [read(stem, profile, d) if results_path(stem, profile, d).is_file() else None
+                for d in (a, b)]
         if None in docs:
             out[stem] = {"missing": "first" if docs[0] is None else "second"}
             continue

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nlbudget import training
 from nlbudget.assets import corpora, models
 from nlbudget.book import profiles
-from nlbudget import training
 
 #: Settings that say *what* a chapter runs on (kept at the paper's values); every other
 #: setting is a budget, taken from the `smoke` profile.

@@ -1,0 +1,299 @@
+"""What a chapter's run depends on, each as a digest: its notebook (code cells and prose apart),
+the library in three parts — what its measurements run (`study`), what its verdicts read
+(`claims`), what its page reads (`page`) — the data it reads, its settings, the package
+versions and the results of the chapters it reads. `plan` decides freshness from these."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import platform
+import re
+import tokenize
+from pathlib import Path
+
+from nlbudget import paths
+from nlbudget.assets.downloads import sha256
+from nlbudget.book import exercises, profiles
+from nlbudget.verdicts import results
+
+#: Modules no chapter imports (the build, the command line, the exercises' checks), and the
+#: list of chapters (`chapters/__init__.py`: adding a chapter changes no other chapter's run):
+#: editing them reruns no chapter.
+NOT_CHAPTER_INPUTS = ("book/build.py", "book/exercises.py", "book/launch.py", "book/plan.py",
+                      "book/runner.py", "chapters/__init__.py", "cli.py")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha(path: Path) -> str | None:
+    """The SHA-256 of a file, or None where there is none."""
+    return sha256(path) if path.is_file() else None
+
+
+def package_imports(source: str, pkg: Path) -> set[Path]:
+    """The package's module files that `source` imports (at the top or inside a function)."""
+    out: set[Path] = set()
+
+    def add(name: str) -> bool:
+        first, _, rest = name.partition(".")
+        if first != "nlbudget":
+            return False
+        rel = Path(*rest.split(".")) if rest else None
+        for f in ((pkg / rel.with_suffix(".py"), pkg / rel / "__init__.py") if rel
+                  else (pkg / "__init__.py",)):
+            if f.is_file():
+                out.add(f)
+                return True
+        return False
+
+    for module, names in import_statements(source):
+        if names is None:
+            add(module)
+        for name in names or ():
+            add(f"{module}.{name}") or add(module)
+    return out
+
+
+_FROM = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n]*)", re.M)
+
+
+def import_statements(source: str) -> list[tuple[str, list[str] | None]]:
+    """(module, imported names) of every `from m import a, b` — names None for `import m` — read
+    from the lines of `source` (not with `ast`: CPython 3.11's parser can raise SystemError on a
+    long-running interpreter's deep stack; a test holds the two readings equal on every module
+    and notebook)."""
+    out: list[tuple[str, list[str] | None]] = []
+    for m in _FROM.finditer(source):
+        body = re.sub(r"#[^\n]*", "", m.group(2)).strip("()\\ \t\n")
+        out.append((m.group(1), [n.split()[0] for n in body.replace("\\\n", " ").split(",")
+                                 if n.strip()]))
+    for m in _IMPORT.finditer(source):
+        for name in re.sub(r"#.*", "", m.group(1)).split(","):
+            if name.strip():
+                out.append((name.split()[0], None))
+    return out
+
+
+#: What a chapter's *page* reads besides its own `page.py`: tables, figures, the rules' source.
+#: Its measured figures never depend on them (a reworded table reruns the page, and leaves a
+#: committed result fresh).
+PAGE_MODULES = ("book/pages.py", "plots.py")
+#: What a chapter's *verdicts* read besides its own `claims.py`: the vocabulary and the rules'
+#: building blocks. A change here re-judges the stored figures (`judge`) and reruns nothing.
+CLAIMS_MODULES = ("verdicts/claims.py",)
+
+
+def _package() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def chapter_folder(key: str) -> Path:
+    """Chapter `key`'s package: `study.py`, `page.py` and `claims.py`."""
+    return _package() / profiles.chapter(key).module.split(".", 1)[1].replace(".", "/")
+
+
+def _closure(roots: list[Path], stop: set[Path]) -> set[Path]:
+    """`roots` and every module of the package they import in turn, with the packages'
+    `__init__` files on the way, not entering the modules in `stop`."""
+    pkg = _package()
+    todo, seen = list(roots), {pkg / "__init__.py"}
+    while todo:
+        f = todo.pop()
+        if f in seen or (f in stop and f not in roots):
+            continue
+        seen.add(f)
+        todo.extend(package_imports(f.read_text(encoding="utf-8"), pkg))
+        todo.extend(p / "__init__.py" for p in f.parents if pkg in p.parents)
+    return {f for f in seen if f.relative_to(pkg).as_posix() not in NOT_CHAPTER_INPUTS
+            and not f.relative_to(pkg).as_posix().startswith("teaching/")}
+
+
+def _notebook_imports(notebook: Path) -> list[Path]:
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    out: list[Path] = []
+    for cell in (c for c in nb["cells"] if c["cell_type"] == "code"):
+        code_ = "\n".join(ln for ln in "".join(cell["source"]).splitlines()
+                          if not ln.lstrip().startswith(("%", "!")))
+        out.extend(package_imports(code_, _package()))
+    return out
+
+
+#: The three parts of a chapter's library (`library_files`): what its measurements run, what
+#: its verdicts read, what its page reads.
+PARTS = ("study", "claims", "page")
+
+
+def library_files(key: str, notebook: Path | None = None, part: str = "study") -> list[Path]:
+    """The modules of one part (`PARTS`) of chapter `key`: `study` — what its measurements
+    run: its notebook's imports and its `study.py`, and what those import in turn, never
+    entering its `claims.py`, its `page.py` or `CLAIMS_MODULES` and `PAGE_MODULES`; `claims`
+    — its `claims.py`, `CLAIMS_MODULES` and what they import that `study` does not hold;
+    `page` — likewise from its `page.py` and `PAGE_MODULES`. (`claims` leaves out what the
+    chapter's study imports, not what its notebook imports: it needs no notebook.)"""
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}; valid: {', '.join(PARTS)}")
+    pkg, own = _package(), chapter_folder(key)
+    claims_roots = [own / "claims.py", *(pkg / m for m in CLAIMS_MODULES)]
+    page_roots = [own / "page.py", *(pkg / m for m in PAGE_MODULES)]
+    # no chapter's claims or page enters a study (chapter 07's study imports chapter 03's)
+    others = {chapter_folder(k) / f for k in profiles.CHAPTERS for f in ("claims.py", "page.py")}
+    stop = set(claims_roots) | set(page_roots) | others
+    core = _closure([own / "__init__.py", own / "study.py"], stop)
+    claims = _closure(claims_roots, set(page_roots) | others) - core  # needs no notebook
+    if part == "claims":
+        return sorted(claims)
+    imports = _notebook_imports(notebook or profiles.notebook_path(key))
+    study = core | _closure([f for f in imports if f not in stop], stop)
+    chosen = {"study": study,
+              "page": _closure(page_roots, set(claims_roots) | others) - study - claims}[part]
+    return sorted(chosen)
+
+
+def code(source: str) -> str:
+    """What of a module's source a chapter's run depends on: its tokens, without comments,
+    blank lines and the `SETTINGS` table at the top level (a chapter's settings enter its
+    inputs per profile, `inputs()["settings"]`, so resizing the `ci` budget leaves committed
+    `full` results fresh, and rewording a comment reruns nothing)."""
+    out: list[str] = []
+    depth, skipping = 0, False
+    toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    for i, t in enumerate(toks):
+        if t.type in (tokenize.COMMENT, tokenize.NL):
+            continue
+        if (t.type == tokenize.NAME and t.string == "SETTINGS" and t.start[1] == 0
+                and i + 1 < len(toks) and toks[i + 1].string == "="):
+            skipping = True
+        if skipping:
+            if t.type == tokenize.OP and t.string in "([{":
+                depth += 1
+            elif t.type == tokenize.OP and t.string in ")]}":
+                depth -= 1
+            elif t.type == tokenize.NEWLINE and depth == 0:
+                skipping = False
+            continue
+        out.append(f"{t.type}:{t.string}")
+    return "\n".join(out)
+
+
+def library_digest(key: str, notebook: Path | None = None, part: str = "study") -> str:
+    """The package's code (`code`) of one part of chapter `key` (`library_files`): editing a
+    module no chapter step imports, a comment, or another profile's settings reruns nothing."""
+    pkg = _package()
+    h = hashlib.sha256()
+    for f in library_files(key, notebook, part):
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0"
+                 + code(f.read_text(encoding="utf-8")).encode() + b"\0")
+    return h.hexdigest()
+
+
+def claims_rows(key: str) -> bytes:
+    """The lines of `data/claims.csv` chapter `key` writes (its header and the rows whose
+    `chapter` is `key`): adding another chapter's claims reruns no chapter."""
+    lines = (paths.shipped() / "data" / "claims.csv").read_bytes().splitlines(keepends=True)
+    col = lines[0].decode().rstrip("\r\n").split(",").index("chapter")
+    return b"".join(lines[:1] + [ln for ln in lines[1:]
+                                 if ln.decode().split(",")[col:col + 1] == [key]])
+
+
+def data_digest(key: str) -> str:
+    """The data chapter `key`'s measurements read: the author's reference files
+    (`data/reference/`) and the shipped corpora (`data/corpora/`), not Python's bytecode caches
+    beside them. Its rows of `data/claims.csv` are its verdicts' input (`claims_digest`): the
+    page and the ledger read them, no measurement does."""
+    root = paths.shipped() / "data"
+    h = hashlib.sha256()
+    for f in [*sorted((root / "reference").rglob("*")), *sorted((root / "corpora").rglob("*"))]:
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def versions() -> dict:
+    return {"python": platform.python_version(), **results.package_versions()}
+
+
+def reads(key: str) -> tuple[str, ...]:
+    """Keys of the chapters whose results chapter `key` reads."""
+    return tuple(getattr(profiles.chapter(key).load(), "READS", ()))
+
+
+def _cells(path: Path, kind: str) -> list[str]:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return ["".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == kind]
+
+
+def notebook_code(path: Path) -> str | None:
+    """What of a chapter's notebook its results depend on: its code cells, each as `code`
+    reads a module (tokens, without comments or blank lines); None where there is no
+    notebook."""
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    for src in _cells(path, "code"):
+        try:
+            src = code(src.rstrip() + "\n")  # a cell's last line reads alike with or without "\n"
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            pass  # not plain Python (a magic): its text as it is
+        h.update(src.encode() + b"\0")
+    return h.hexdigest()
+
+
+def notebook_prose(path: Path) -> str | None:
+    """The notebook's markdown cells: the page reads them, the results do not."""
+    if not path.is_file():
+        return None
+    return _sha("\0".join(_cells(path, "markdown")).encode())
+
+
+#: Inputs a page depends on but a result does not: a committed result stays fresh when only
+#: these changed (`build.staleness`).
+PAGE_ONLY = ("prose", "page", "versions")
+
+
+def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
+    """Everything a chapter's run depends on, each as a digest (or a small value): the
+    notebook as its code cells and its prose apart, and the library's study and page apart
+    (rewording a page reruns it, but leaves a committed result fresh). Its claims are not
+    among them: they are judged apart (`claims_digest`, `judge`)."""
+    return {
+        "notebook": notebook_code(profiles.notebook_path(key)),
+        "prose": notebook_prose(profiles.notebook_path(key)),
+        "page": library_digest(key, part="page"),
+        "library": library_digest(key),
+        "data": data_digest(key),
+        "settings": profiles.validate(key, profile=profile, seed=seed),
+        "versions": versions(),
+        "reads": {profiles.chapter(d).stem: file_sha(results.results_path(
+            profiles.chapter(d).stem, profile, results_dir)) for d in reads(key)},
+    }
+
+
+def claims_digest(key: str) -> str:
+    """What chapter `key`'s verdicts depend on besides its figures: its claims code
+    (`library_files(part="claims")`) and its rows of `data/claims.csv` (`claims_rows`)."""
+    return _sha((library_digest(key, part="claims") + "\0").encode() + claims_rows(key))
+
+
+def digest(inp: dict) -> str:
+    return _sha(json.dumps(inp, sort_keys=True).encode())
+
+
+def exercise_inputs(key: str, profile: str, results_dir=None) -> dict:
+    """What an executed exercise notebook depends on: the notebook, the library and the checks
+    it calls, the package versions and the chapter's results file (its predictions read it)."""
+    checks = hashlib.sha256()
+    for f in sorted((_package() / "teaching").glob("*.py")):
+        checks.update(f.name.encode() + b"\0" + f.read_bytes())
+    nb = exercises.notebook(key)
+    return {"notebook": file_sha(nb), "library": library_digest(key, nb),
+            "checks": checks.hexdigest(), "versions": versions(), "profile": profile,
+            "results": file_sha(results.results_path(profiles.chapter(key).stem, profile,
+                                                     results_dir))}

@@ -1,0 +1,175 @@
+"""Chapter 06's claims: its rules, reading stored figures only (a changed rule
+re-judges the stored figures, `nlbudget judge 06`, and reruns nothing)."""
+
+from __future__ import annotations
+
+from nlbudget.assets import models
+from nlbudget.chapters.ch06_preprojection_probes.study import MAIN, MIN_CORRECT
+from nlbudget.verdicts import stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim,
+                                      Decision, all_of, decided, effect, needs_seeds)
+
+#: Cached decoding "equals" the uncached forward when their logits differ by at most
+#: NOISE_FACTOR × the frozen base model's own cached-vs-uncached difference (its rounding in
+#: this dtype), and at least MIN_RTOL × the largest logit. The control — the base model's
+#: logits against a trained probe's — must differ by more than that same tolerance, or the
+#: check cannot tell models apart.
+NOISE_FACTOR, MIN_RTOL = 2.0, 1e-5
+
+#: Minimum effects against LoRA. The paper evaluates on 500 items, where one binomial standard
+#: error of an accuracy near its 35 % is about 2 points: it could not itself tell apart a
+#: smaller gain. Perplexity: 2 % lower than LoRA's (the same margin as chapter 02's).
+MIN_ACC_GAIN, MIN_PPL_GAIN = 0.02, 0.02
+
+#: "Late layers use the skip most": a Spearman ρ of at least this between layer and use.
+MIN_RHO = 0.3
+
+
+def _scale(F):
+    return "; ".join(f"{m}: k={s['k']}, {s['steps']} steps × {s['batch']}×{s['window']} tokens, "
+                     f"{s['eval_tokens']:,} eval tokens, {s['items']} last-word items, "
+                     f"{len(s.get('seeds', [s.get('seed')]))} seed(s)"
+                     for m, s in F["setup"].items())
+
+
+def _over_seeds(F, m, key: str, one_seed: tuple) -> tuple:
+    """The interval a claim reads for model `m`: the union of a t interval over its seeds'
+    values of `key` (`by_seed`: the spread between seeds) and the first seed's own BCa interval
+    over windows or items (the sampling of the evaluation set, which the seeds share); with
+    one seed only the latter, which `needs_seeds` then keeps from deciding."""
+    vals = [r[key] for r in F.get("by_seed", {}).get(m, []) if r.get(key) is not None]
+    if len(vals) < 2 or None in one_seed:
+        return tuple(one_seed)
+    _, lo, hi = stats.t_interval(vals)
+    return min(lo, one_seed[0]), max(hi, one_seed[1])
+
+
+def _n_seeds(F, m) -> int:
+    """How many seeds model `m`'s probes were trained from, as its results record them."""
+    setup = F["setup"][m]
+    return len(setup.get("seeds", [setup["seed"]]))
+
+
+def _pct(x):
+    return "n/a" if x is None else f"{x:+.1%}"
+
+
+def claim_ppl(F, S) -> Claim:
+    """P4: "~40 % lower perplexity" from the frozen probes (Pythia-160M: −39 %). Any trained
+    parameters lower perplexity on similar text, so the modules are judged against LoRA at the
+    same trainable budget: the interval of PPL(modules)/PPL(LoRA) − 1 must lie below
+    −MIN_PPL_GAIN (reproduced); above it, not reproduced."""
+    decs, texts = {}, []
+    for m, st in F["studies"].items():
+        r = st[MAIN]
+        lo, hi = _over_seeds(F, m, "ppl_vs_lora", r["vs_lora"]["ppl_ci"])
+        decs[m] = needs_seeds(effect(-hi - MIN_PPL_GAIN, -lo - MIN_PPL_GAIN,
+                                     what=f"LoRA − modules PPL change beyond {MIN_PPL_GAIN:g}"),
+                              _n_seeds(F, m))
+        texts.append(f"{models.label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
+                     f"({_pct(r['vs_base']['ppl_change'])} vs the frozen base); LoRA "
+                     f"{_pct(st['lora']['vs_base']['ppl_change'])}; modules vs LoRA "
+                     f"{_pct(r['vs_lora']['ppl_change'])} [{_pct(lo)}, {_pct(hi)}]")
+    return decided("P4.frozen-probe-ppl", all_of(decs), measured="; ".join(texts),
+                   control="LoRA on all attention projections at the nearest trainable budget, "
+                   "same batches, steps and learning rate",
+                   needs="≥ 3 seeds per variant and a learning-rate sweep per variant",
+                   scale=_scale(F))
+
+
+def claim_lambada(F, S) -> Claim:
+    """P4: "~40 % better LAMBADA accuracy" (Pythia-160M: +40.6 %). Judged against LoRA at the
+    same budget: the interval of accuracy(modules) − accuracy(LoRA) must lie above
+    MIN_ACC_GAIN (reproduced; below it, not reproduced); a model counts only if its frozen base
+    gets MIN_CORRECT items right."""
+    decs, texts = {}, []
+    for m, st in F["studies"].items():
+        b, r = st["base"], st[MAIN]
+        lo, hi = r["vs_lora"]["acc_diff_ci"]
+        t = (f"{models.label(m)}: {b['accuracy']:.1%} ({b['correct']}/{F['n_items']}) → "
+             f"{r['accuracy']:.1%}; LoRA {st['lora']['accuracy']:.1%}; modules − LoRA "
+             f"{100 * r['vs_lora']['acc_diff']:+.1f} pp")
+        if b["correct"] < MIN_CORRECT:
+            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
+            t += " (not counted: base too weak)"
+        else:
+            lo, hi = _over_seeds(F, m, "acc_diff_vs_lora", (lo, hi))
+            decs[m] = needs_seeds(effect(lo - MIN_ACC_GAIN, hi - MIN_ACC_GAIN,
+                                         what=f"modules − LoRA accuracy beyond {MIN_ACC_GAIN:g}"),
+                                  _n_seeds(F, m))
+            t += f" [{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
+        texts.append(t)
+    lw = "" if S["lastword"] == "lambada" else f"; {S['lastword']} last-word items, not LAMBADA"
+    dec = all_of(decs)
+    return decided("P4.frozen-probe-lambada", dec, measured="; ".join(texts) + lw,
+                   control="LoRA at the nearest trainable budget, same batches, steps and "
+                   "learning rate",
+                   needs=("≥ 3 seeds per variant" if dec.verdict == INCONCLUSIVE else
+                          f"a model whose frozen base gets ≥ {MIN_CORRECT} items right"),
+                   scale=_scale(F))
+
+
+def claim_skip_by_depth(F, S) -> Claim:
+    """P4: "late layers use [the skip] most, early layers keep relying on attention". Use is
+    measured by ablation — the perplexity change when one layer's skip is switched off — and
+    the trend by Spearman ρ between layer and that change, with a Fisher-z interval, per
+    model (the norm ratio ‖skip‖/‖attn‖ is reported too: it tracks activation scale)."""
+    decs, texts = {}, []
+    for m, st in F["studies"].items():
+        abl = st[MAIN]["skip_ablation"]
+        rho, lo, hi = stats.spearman_interval([u["layer"] for u in abl],
+                                              [u["ppl_change"] for u in abl])
+        use = st[MAIN]["skip_use"]
+        r_norm = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])[0]
+        lo, hi = _over_seeds(F, m, "skip_rho", (lo, hi))
+        decs[m] = needs_seeds(effect(lo - MIN_RHO, hi - MIN_RHO,
+                                     what=f"Spearman ρ beyond {MIN_RHO:g}"), _n_seeds(F, m))
+        top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
+        texts.append(f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
+                     f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "
+                     f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = {r_norm:+.2f}")
+    return decided("P4.skip-by-depth", all_of(decs), measured="; ".join(texts),
+                   control="no trend with depth (ρ = 0)",
+                   needs="≥ 3 seeds of the probes", scale=_scale(F))
+
+
+def claim_no_kv_overhead(F, S) -> Claim:
+    """P4: "no K/V cache overhead (cached K/V keep their size, the new modules are per-token)".
+    Every wrapped variant: the cache holds as many bytes as the base model's, and cached greedy
+    decoding gives the logits of one uncached forward pass (so the cache is not stale) — while
+    the base model's logits, the control, differ."""
+    ok_bytes, ok_logits, ctrl, texts = True, True, True, []
+    for m, st in F["studies"].items():
+        base_bytes = st["base"]["cache_check"]["bytes"]
+        floor = st["base"]["cache_check"]["max_abs"]  # the unmodified model's own rounding
+        for v, r in st.items():
+            c = r["cache_check"]
+            tol = max(NOISE_FACTOR * floor, MIN_RTOL * c["scale"])
+            ok_bytes &= c["bytes"] == base_bytes
+            ok_logits &= c["max_abs"] <= tol
+            if v != "base":
+                ctrl &= c["reference_max_abs"] > tol
+        worst = max(r["cache_check"]["max_abs"] / r["cache_check"]["scale"] for r in st.values())
+        texts.append(f"{models.label(m)}: cache {base_bytes:,} bytes for every variant: "
+                     f"{all(r['cache_check']['bytes'] == base_bytes for r in st.values())}; cached "
+                     f"vs uncached logits, worst relative |Δ| {worst:.1e}")
+    if not ctrl:
+        dec = Decision(INCONCLUSIVE, "a trained probe's logits match the base model's: the "
+                       "logit check cannot tell models apart at this budget")
+    elif ok_bytes and ok_logits:
+        dec = Decision(REPRODUCED, "same cache bytes, and cached decoding equals the uncached "
+                       "forward, for every variant")
+    else:
+        dec = Decision(NOT_REPRODUCED, f"cache bytes equal: {ok_bytes}; cached = uncached: "
+                       f"{ok_logits}")
+    return decided("P4.no-kv-overhead", dec, measured="; ".join(texts),
+                   control="the frozen base model's uncached logits (must differ from a trained "
+                   "probe's)", needs="a longer probe training, so the probes move off the base",
+                   scale="2 prompts × 16 tokens, 4 decoded tokens")
+
+
+CLAIMS = (claim_lambada, claim_ppl, claim_skip_by_depth, claim_no_kv_overhead)
+
+
+def claims(F: dict, S: dict) -> list[Claim]:
+    return [c(F, S) for c in CLAIMS]

@@ -1,0 +1,118 @@
+"""Chapter 07's claims: its rules, reading stored figures only (a changed rule
+re-judges the stored figures, `nlbudget judge 07`, and reruns nothing)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+from nlbudget.verdicts import stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim,
+                                      Decision, decided, share_of)
+
+#: A fixed random nonlinearity "recovers" a layer when it removes at least this share of what
+#: the linear surrogate costs (a superiority margin: less is not a recovery worth the name).
+RECOVER = 0.25
+
+#: ... at this share of layers.
+LAYER_SHARE = 0.5
+
+#: Two lenses "relate" when Spearman's ρ across layers exceeds this (chapter 06's margin).
+MIN_RHO = 0.3
+
+#: The permutation test over layers (the control: no association) at this level.
+ALPHA = 0.05
+
+
+def _scale(F) -> str:
+    m = F["measured"]
+    return (f"{F['model']}, {len(m['per_layer'])} layers; random features of width {m['width']} "
+            f"({m['draws']} draw(s)) fit on {m['fit_tokens']:,} tokens, evaluated on "
+            f"{m['eval_tokens']:,}")
+
+
+def claim_rf_recovers(F, S) -> Claim:
+    """The book's question, from P2's lens: does a *fixed, untrained* nonlinearity of the MLP's
+    width, with only its read-out fitted in closed form, recover part of what the linear
+    surrogate loses? Per layer, the perplexity change of random features against the linear
+    surrogate on the same tokens (BCa over windows, Bonferroni over layers), beyond a
+    superiority margin of RECOVER of the linear cost; reproduced when LAYER_SHARE of the
+    layers' corrected intervals lie beyond it, not reproduced when that share cannot be
+    reached."""
+    rows = F["measured"]["per_layer"]
+    # oriented so that a recovery beyond the margin is positive: −(ppl_rf/ppl_lin − 1) − m
+    def margin(r):
+        c = max(r["linear"], 0.0)
+        return RECOVER * c / (1 + c)
+
+    iv = {r["layer"]: (-r["rf_vs_linear_ci_family"][1] - margin(r),
+                       -r["rf_vs_linear_ci_family"][0] - margin(r)) for r in rows}
+    dec = share_of(iv, share=LAYER_SHARE,
+                   what=f"random features' gain over the linear surrogate beyond "
+                   f"{RECOVER:.0%} of its cost")
+    rec = [r["recovered"] for r in rows if r["recovered"] is not None]
+    return decided("BOOK.V.random-features-recover", dec,
+                   measured=f"median share of the linear cost recovered {np.median(rec):+.0%} "
+                   f"(range {min(rec):+.0%} … {max(rec):+.0%}); median cost linear "
+                   f"{np.median([r['linear'] for r in rows]):+.2%}, random features "
+                   f"{np.median([r['rf'] for r in rows]):+.2%}",
+                   control="the linear surrogate of the same layer on the same tokens",
+                   needs="more evaluation windows (the corrected intervals are wider than the "
+                   "margin)", scale=_scale(F), kind="book")
+
+
+def relate(F, S, a: str, b: str, cid: str) -> Claim:
+    """Lenses `a` and `b` relate across layers: Spearman ρ with a Fisher-z interval, beyond
+    MIN_RHO, and a one-sided permutation test over layers (the control: no association).
+    Reproduced when ρ's interval lies above MIN_RHO and the permutation p < ALPHA; not
+    reproduced when the interval lies below MIN_RHO; not run where a lens was not measured."""
+    va, vb = F["lenses"][a]["values"], F["lenses"][b]["values"]
+    if va is None or vb is None:
+        miss = [k for k, v in ((a, va), (b, vb)) if v is None]
+        return Claim(cid, f"not measured: {', '.join(miss)}", NOT_RUN, kind="book",
+                     needs=f"the results of {', '.join(F['lenses'][k]['source'] for k in miss)}")
+    x = np.array([np.nan if u is None else u for u in va], float)
+    y = np.array([np.nan if u is None else u for u in vb], float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    rho, lo, hi = stats.spearman_interval(x[ok], y[ok])
+    p = float(sps.permutation_test(
+        (x[ok],), lambda u: sps.spearmanr(u, y[ok]).statistic, permutation_type="pairings",
+        n_resamples=S["n_perm"], alternative="greater",
+        rng=np.random.default_rng(S["seed"])).pvalue) if ok.sum() >= 4 else math.nan
+    text = (f"ρ = {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] over {int(ok.sum())} layers; "
+            f"permutation p = {p:.3g}")
+    if not math.isfinite(lo):
+        dec = Decision(INCONCLUSIVE, f"no interval for ρ ({text})")
+    elif lo > MIN_RHO and p < ALPHA:
+        dec = Decision(REPRODUCED, f"ρ's interval lies above {MIN_RHO:g} and p < {ALPHA:g}")
+    elif hi < MIN_RHO:
+        dec = Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}")
+    else:
+        dec = Decision(INCONCLUSIVE, f"ρ's interval holds {MIN_RHO:g}")
+    n_need = (math.ceil(3 + (1 + rho**2 / 2) * (1.96 / (math.atanh(rho) - math.atanh(MIN_RHO)))**2)
+              if math.isfinite(rho) and abs(rho - MIN_RHO) > 1e-6 and abs(rho) < 1 else None)
+    return decided(cid, dec, measured=f"{a} against {b}: {text}",
+                   control="no association across layers (permutation test over layers)",
+                   needs=(f"≈ {n_need} layers at this ρ (a larger model)" if n_need else
+                          "a larger model (more layers)"), scale=_scale(F), kind="book")
+
+
+def claim_linear_vs_asymmetry(F, S) -> Claim:
+    """The book's question across P1 and P3: are the layers that are most costly to linearize
+    the ones whose trained gates are furthest from exchange symmetry (`relate`)?"""
+    return relate(F, S, "linear cost", "exchange asymmetry", "BOOK.V.linear-vs-asymmetry")
+
+
+def claim_linear_vs_routing(F, S) -> Claim:
+    """The book's question within P3: where linearizing costs more, does the gate's choice of
+    tokens beat random routing by more (`relate`)?"""
+    return relate(F, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing")
+
+
+CLAIMS = (claim_rf_recovers, claim_linear_vs_asymmetry, claim_linear_vs_routing)
+
+
+def claims(F: dict, S: dict) -> list[Claim]:
+    return [c(F, S) for c in CLAIMS]

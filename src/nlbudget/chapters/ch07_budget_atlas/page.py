@@ -1,0 +1,157 @@
+"""Chapter 07's page: its tables, figures and the numbers glued into its prose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from nlbudget.chapters.ch07_budget_atlas.study import LENSES, REFERENCES, _select_cost
+
+
+def rf_table(F: dict) -> pd.DataFrame:
+    """Per layer: R² of both fits on the fit tokens (of the first draw), the linear surrogate's
+    and random features' held-out costs, and the share of the linear cost recovered."""
+    t = pd.DataFrame(F["measured"]["per_layer"]).set_index("layer")
+    t = t[["r2_linear", "r2_rf", "linear", "rf", "recovered"]].rename(columns={
+        "r2_linear": "R² (linear fit)", "r2_rf": "R² (random-feature fit)",
+        "linear": "linear surrogate", "rf": "random features", "recovered": "share recovered"})
+    return t.style.format({"R² (linear fit)": "{:.3f}", "R² (random-feature fit)": "{:.3f}",
+                           "linear surrogate": "{:+.2%}",
+                           "random features": "{:+.2%}", "share recovered": "{:+.0%}"},
+                          na_rep="—")
+
+
+def atlas_table(F: dict) -> pd.DataFrame:
+    """Layers × lenses, the numbers behind the atlas."""
+    cols = {k: v["values"] for k, v in F["lenses"].items() if v["values"] is not None}
+    return pd.DataFrame(cols).rename_axis("layer")
+
+
+def atlas_figure(F: dict):
+    """The atlas at a glance: each lens (row) ranked across layers on its own scale (0: the
+    lowest layer, 1: the highest), a colour-blind-safe sequential map; grey: not measured."""
+    import matplotlib.pyplot as plt
+
+    names = [k for k, *_ in LENSES]
+    L = len(F["measured"]["per_layer"])
+    grid = np.full((len(names), L), np.nan)
+    for i, k in enumerate(names):
+        v = F["lenses"][k]["values"]
+        if v is not None:
+            x = np.array([np.nan if u is None else u for u in v], dtype=float)
+            ok = np.isfinite(x)
+            if ok.sum() > 1:
+                grid[i, ok] = (sps.rankdata(x[ok]) - 1) / (ok.sum() - 1)
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    cmap = plt.get_cmap("cividis").copy()
+    cmap.set_bad("0.85")
+    im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0, vmax=1)
+    ax.set_yticks(range(len(names)), [f"{k} (ch. {c})" for k, c, _ in LENSES])
+    ax.set_xticks(range(0, L, max(1, L // 15)))
+    ax.set_xlabel("layer")
+    fig.colorbar(im, ax=ax, label="rank across layers (0 low, 1 high)", fraction=0.025)
+    ax.set_title(f"{F['model']}: each layer under each lens")
+    fig.tight_layout()
+    return fig
+
+
+def budget_table(F: dict) -> pd.DataFrame:
+    """Per budget: the layers the choice moved, the FLOPs removed, and the combined model's
+    cost on the select windows (where it was chosen) and on the held-out check windows."""
+    B, rows = F["budget"], []
+    for b, c in B["checks"].items():
+        rows.append({"budget": f"{float(b):.0%}", "layers linear": c["n_linear"],
+                     "layers gated": c["n_gated"], "MLP FLOPs removed": c["mlp_flops_removed"],
+                     "forward FLOPs removed": c["flops_saved"],
+                     "cost (select)": _select_cost(B, c),
+                     "perplexity (held out)": f"{c['baseline_ppl']:.2f} → {c['ppl']:.2f}",
+                     "cost (held out)": f"{c['cost']:+.2%} [{c['ci'][0]:+.2%}, "
+                                        f"{c['ci'][1]:+.2%}]"})
+    return pd.DataFrame(rows).set_index("budget").style.format({
+        "MLP FLOPs removed": "{:.1%}", "forward FLOPs removed": "{:.1%}",
+        "cost (select)": "{:+.2%}"})
+
+
+def budget_figure(F: dict):
+    """Perplexity cost against the share of MLP FLOPs kept along the greedy path: the combined
+    model as measured (select windows), the sum of the layers' costs alone, the budgets, and
+    each budget's model on the held-out windows (interval over windows)."""
+    import matplotlib.pyplot as plt
+
+    B = F["budget"]
+    path = B["choice"]["path"]
+    kept = [1.0] + [s["mlp_kept"] for s in path]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ax.plot(kept, [0.0] + [s["cost"] for s in path], "o-", ms=3, color="#0072B2",
+            label="combined model (select windows)")
+    ax.plot(kept, [0.0] + [s["predicted"] for s in path], "--", color="#999999",
+            label="sum of the layers' costs alone")
+    for b, c in B["checks"].items():
+        ax.axhline(float(b), color="#D55E00", lw=0.8, ls=":")
+        ax.errorbar([1 - c["mlp_flops_removed"]], [c["cost"]],
+                    yerr=[[c["cost"] - c["ci"][0]], [c["ci"][1] - c["cost"]]], fmt="s",
+                    color="#D55E00", capsize=3,
+                    label="held out, per budget" if b == next(iter(B["checks"])) else None)
+    ax.invert_xaxis()
+    ax.set_xlabel("share of MLP FLOPs kept")
+    ax.set_ylabel("perplexity cost")
+    ax.yaxis.set_major_formatter(plt.matplotlib.ticker.PercentFormatter(1.0))
+    ax.xaxis.set_major_formatter(plt.matplotlib.ticker.PercentFormatter(1.0))
+    ax.set_title(f"{F['model']}: the budget's path (dotted: the budgets)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def speed_table(F: dict) -> pd.DataFrame:
+    """Each budget's model against the original, timed side by side: tokens per second, the
+    realized saving, the FLOP-predicted one and their ratio."""
+    t = pd.DataFrame(F["budget"]["wallclock"])
+    if t.empty:
+        return t
+    t["model"] = [c if c in REFERENCES else f"budget {float(c):.0%}" for c in t["config"]]
+    t = t.set_index(["model", "batch"])[["full_tps", "budget_tps", "realized", "predicted",
+                                          "ratio"]]
+    return t.rename(columns={"full_tps": "original (tokens/s)", "budget_tps": "budget (tokens/s)",
+                             "realized": "realized saving", "predicted": "predicted saving",
+                             "ratio": "realized / predicted"}).style.format({
+        "original (tokens/s)": "{:,.0f}", "budget (tokens/s)": "{:,.0f}",
+        "realized saving": "{:+.1%}", "predicted saving": "{:.1%}",
+        "realized / predicted": "{:.2f}"}, na_rep="—")
+
+
+def glue(F: dict) -> dict:
+    rows = F["measured"]["per_layer"]
+    rec = [r["recovered"] for r in rows if r["recovered"] is not None]
+    return {"rf_width": f"{F['measured']['width']:,}",
+            "rf_median_recovered": f"{np.median(rec):+.0%}",
+            "lin_median": f"{np.median([r['linear'] for r in rows]):+.2%}",
+            "rf_median": f"{np.median([r['rf'] for r in rows]):+.2%}",
+            "r2_gain_median": f"{np.median([r['r2_rf'] - r['r2_linear'] for r in rows]):+.3f}",
+            "r2_lin_median": f"{np.median([r['r2_linear'] for r in rows]):.3f}",
+            "n_layers": str(len(rows)), **_budget_glue(F["budget"])}
+
+
+def _budget_glue(B: dict) -> dict:
+    out = {}
+    for b, c in B["checks"].items():
+        p = f"b{round(100 * float(b))}"
+        out.update({f"{p}_mlp_removed": f"{c['mlp_flops_removed']:.1%}",
+                    f"{p}_flops_saved": f"{c['flops_saved']:.1%}",
+                    f"{p}_n_linear": str(c["n_linear"]), f"{p}_n_gated": str(c["n_gated"]),
+                    f"{p}_ppl": f"{c['baseline_ppl']:.2f} → {c['ppl']:.2f}",
+                    f"{p}_cost": f"{c['cost']:+.2%} [{c['ci'][0]:+.2%}, {c['ci'][1]:+.2%}]",
+                    f"{p}_select": f"{_select_cost(B, c):+.2%}"})
+    for name in ("budgets",) + REFERENCES:
+        ratios = [r["ratio"] for r in B["wallclock"] if r["ratio"] is not None and
+                  (r["config"] == name or name == "budgets" and r["config"] not in REFERENCES)]
+        out[f"ratio_{name.split()[-1]}"] = (f"{min(ratios):.2f}–{max(ratios):.2f}" if ratios
+                                            else "not measured")
+    out["budget_moves"] = str(B["choice"]["moves"])
+    path = B["choice"]["path"]
+    out["budget_measured"] = str(len(path))
+    out["compound_share"] = f"{sum(s['cost'] > s['predicted'] for s in path)} of {len(path)}"
+    out["check_tokens"] = f"{B['windows']['check']['tokens']:,}"
+    out["select_tokens"] = f"{B['windows']['select']['tokens']:,}"
+    return out

@@ -1,0 +1,90 @@
+"""Exercise checks of chapter 03 (Part II): each names the exercise it checks."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from nlbudget import evaluation, surrogates
+from nlbudget.teaching.machinery import (CheckFailed, _gen, _randn, chapter_results,
+                                         check_function, check_prediction)
+
+
+def _logits_cases():
+    out = []
+    for s, (B, T, V) in enumerate(((1, 5, 7), (3, 8, 11), (2, 2, 4))):
+        logits = _randn(B, T, V, seed=s, dtype=torch.float32) * 2
+        ids = torch.randint(0, V, (B, T), generator=_gen(50 + s))
+        out.append((f"B = {B}, T = {T}, vocabulary {V}", (logits, ids)))
+    return out
+
+
+def token_nll(student) -> None:
+    """Exercise 3.1 (a): per-token next-token loss, (B, T−1)."""
+    unshifted = (lambda l, i: F.cross_entropy(l[:, 1:].transpose(1, 2).float(), i[:, 1:],
+                                              reduction="none"),
+                 "the logits at position t predict token t + 1: compare logits[:, :-1] with "
+                 "ids[:, 1:]")
+    return check_function("token_nll", lambda l, i: torch.as_tensor(student(l, i)),
+                          evaluation.token_nll, _logits_cases(), atol=1e-5, rtol=1e-5,
+                          hints=[unshifted])
+
+
+def perplexity(student) -> None:
+    """Exercise 3.1 (b): exp of the mean per-token loss."""
+    cases = [(desc, (evaluation.token_nll(l, i),)) for desc, (l, i) in _logits_cases()]
+    cases.append(("a (2, 3) loss of all zeros", (torch.zeros(2, 3),)))
+    hints = [(lambda n: math.exp(float(n.double().sum())),
+              "exp of the *mean* loss per token, not of the sum"),
+             (lambda n: float(n.double().exp().mean()), "exp of the mean, not the mean of exp")]
+    return check_function("perplexity", lambda n: float(student(n)), evaluation.perplexity,
+                          cases, atol=1e-9, rtol=1e-9, hints=hints)
+
+
+def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> None:
+    """Exercise 3.2: does zeroing every MLP of the trained pair raise its perplexity?"""
+    if not isinstance(predicted, bool):
+        raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
+    pair = chapter_results("03", profile, results_dir)["figures"]["pair"]
+    costs = {k: v["ablation"]["cost"] for k, v in pair.items()}
+    measured = all(c > 0 for c in costs.values())
+    detail = "Ablation costs: " + ", ".join(f"{k} {c:+.1%}" for k, c in costs.items()) + "."
+    return check_prediction("the pair uses its MLPs", predicted, measured, profile, detail)
+
+
+_SCALES = (0.03, 0.3, 3.0, 30.0)
+
+
+def _linearity_by_scale(kind: str, scales=_SCALES, d: int = 16, n: int = 64, N: int = 3000,
+                       seed: int = 0) -> list[float]:
+    """Exercise 3.3's experiment: R² on held-out inputs of a ridge surrogate fit to a random
+    MLP — "gelu": GELU(x W₁ᵀ) Vᵀ, "gated": (SiLU(x W₁ᵀ) ⊙ x W₂ᵀ) Vᵀ — for Gaussian inputs x
+    of each spread in `scales`."""
+    g = _gen(seed)
+    W1 = torch.randn(n, d, generator=g, dtype=torch.float64) / d ** 0.5
+    W2 = torch.randn(n, d, generator=g, dtype=torch.float64) / d ** 0.5
+    V = torch.randn(d, n, generator=g, dtype=torch.float64) / n ** 0.5
+    f = {"gelu": lambda x: F.gelu(x @ W1.T) @ V.T,
+         "gated": lambda x: (F.silu(x @ W1.T) * (x @ W2.T)) @ V.T}[kind]
+    out = []
+    for s in scales:
+        X, Xh = (torch.randn(N, d, generator=g, dtype=torch.float64) * s for _ in range(2))
+        sur = surrogates.fit_ridge(X, f(X), lam=1e-6 * s * s, dtype=torch.float64)
+        out.append(surrogates.r_squared(sur, Xh, f(Xh)))
+    return out
+
+
+def predict_linearity_by_scale(predicted, profile: str = "ci", results_dir=None) -> None:
+    """Exercise 3.3: as the inputs' spread grows from 0.03 to 30, does a linear surrogate's R²
+    rise or fall — for a GELU MLP, and for a gated (SiLU) MLP? Measured here, on the spot."""
+    if not (isinstance(predicted, dict) and set(predicted) == {"gelu", "gated"}
+            and set(predicted.values()) <= {"rises", "falls"}):
+        raise CheckFailed('a prediction is {"gelu": "rises" or "falls", "gated": "rises" or '
+                          f'"falls"}}, got {predicted!r}')
+    r2 = {k: _linearity_by_scale(k) for k in ("gelu", "gated")}
+    measured = {k: "rises" if v[-1] > v[0] else "falls" for k, v in r2.items()}
+    detail = "R² at spreads " + ", ".join(f"{s:g}" for s in _SCALES) + ": " + "; ".join(
+        f"{k} " + ", ".join(f"{x:.2f}" for x in v) for k, v in r2.items()) + "."
+    return check_prediction("linearity by scale", predicted, measured, profile, detail)

@@ -1,0 +1,53 @@
+"""Exercise checks of chapter 07 (Part V): each names the exercise it checks."""
+
+from __future__ import annotations
+
+import torch
+
+from nlbudget import random_features, surrogates
+from nlbudget.teaching.machinery import (CheckFailed, _randn, chapter_results, check_function,
+                                         check_prediction)
+
+
+def _rf_case(s, n=9, d=5, m=7):
+    A, c = _randn(d, m, seed=90 + s) / d ** 0.5, _randn(m, seed=95 + s)
+    x = _randn(n, d, seed=80 + s) * (1 + s)
+    mu = x.mean(0)
+    return x, A, mu, ((x - mu) @ A).std(0), c
+
+
+def random_feature_map(student) -> None:
+    """Exercise 7.1: the features [x, σ((x − μ)A/s + c)] of P2's lens (σ: SiLU)."""
+    def ref(x, A, mu, sd, c):
+        lin = surrogates.LinearSurrogate(torch.zeros(A.shape[0] + A.shape[1], 1,
+                                                     dtype=x.dtype), torch.zeros(1))
+        return random_features.RandomFeatureSurrogate(A, mu, sd, c, lin).features(x)
+    cases = [(f"x of shape (9, 5), width 7, seed {s}", _rf_case(s)) for s in range(3)]
+    return check_function("random feature map", lambda *a: student(*(t.clone() for t in a)),
+                          ref, cases)
+
+
+def spearman(student) -> None:
+    """Exercise 7.2: Spearman's ρ of two lenses across layers (no ties)."""
+    from scipy import stats as sps
+
+    cases = []
+    for s, n in enumerate((30, 12, 5)):
+        x, y = _randn(n, seed=60 + s), _randn(n, seed=65 + s)
+        cases.append((f"{n} layers, seed {s}", (x, y + (0.5 * s) * x)))
+    return check_function("Spearman ρ", lambda x, y: float(student(x.numpy(), y.numpy())),
+                          lambda x, y: float(sps.spearmanr(x.numpy(), y.numpy()).statistic),
+                          cases, atol=1e-9, rtol=1e-9)
+
+
+def predict_rf_fits_better(predicted, profile: str, results_dir=None) -> None:
+    """Exercise 7.3: on the tokens the read-outs were fit on, is the random-feature
+    surrogate's R² at least the linear surrogate's at every layer?"""
+    if not isinstance(predicted, bool):
+        raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
+    rows = chapter_results("07", profile, results_dir)["figures"]["measured"]["per_layer"]
+    gaps = [r["r2_rf"] - r["r2_linear"] for r in rows]
+    return check_prediction("random features fit the fit tokens at least as well, every layer",
+                            predicted, min(gaps) >= -1e-6, profile,
+                            f"R² gain on the fit tokens: {min(gaps):+.3f} to {max(gaps):+.3f} "
+                            f"over {len(rows)} layers.")
