@@ -75,14 +75,10 @@ def judge_committed(profile: str, keys=None, log=plan.say) -> dict[str, dict]:
     out = {}
     for key in keys or profiles.CHAPTERS:
         st = committed_step(key, profile)
-        record = st.outputs["results file"].with_suffix(".fresh.json")
         if not st.outputs["results file"].is_file():
             continue
-        try:
-            rec = json.loads(record.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            rec = None
-        why = plan.verdicts_freshness(rec, st)
+        record = plan.committed_record(st)
+        why = plan.verdicts_freshness(plan.read_record(st, record), st)
         if keys is None and why == "fresh":
             continue
         out[st.stem] = plan.judge(st, record)

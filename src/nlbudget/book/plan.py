@@ -123,11 +123,17 @@ def exercise_step(key: str, profile: str, build_dir=None) -> Step:
                 {"executed notebook": d / f"{stem}.ipynb"})
 
 
-def read_record(step: Step) -> dict | None:
+def read_record(step: Step, path: Path | None = None) -> dict | None:
+    """A step's record (or the record at `path`: a committed result's), None where none."""
     try:
-        return json.loads(step.record.read_text(encoding="utf-8"))
+        return json.loads((path or step.record).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def committed_record(step: Step) -> Path:
+    """The record a committed result keeps beside its figures (`<stem>.fresh.json`)."""
+    return step.outputs["results file"].with_suffix(".fresh.json")
 
 
 def freshness(step: Step, now: dict) -> str:
@@ -173,12 +179,14 @@ def done(step: Step, inputs_: dict, elapsed: float) -> None:
     _write_record(step, rec)
 
 
-def _write_record(step: Step, rec: dict) -> None:
+def _write_record(step: Step, rec: dict, path: Path | None = None) -> None:
+    """Write a step's record (to `path` alone where given), and for a committed scale the
+    same record beside its results file."""
     text = json.dumps(rec, indent=1)
-    paths.atomic_write_text(step.record, text)
+    paths.atomic_write_text(path or step.record, text)
     res = step.outputs.get("results file")
-    if res is not None and res.parent.name in COMMITTED:
-        paths.atomic_write_text(res.with_suffix(".fresh.json"), text)
+    if path is None and res is not None and res.parent.name in COMMITTED:
+        paths.atomic_write_text(committed_record(step), text)
 
 
 def verdicts_file(step: Step) -> Path:
@@ -208,17 +216,10 @@ def judge(step: Step, record_path: Path | None = None) -> dict:
     res = step.outputs["results file"]
     mod = importlib.import_module(profiles.chapter(step.key).module + ".claims")
     out = results.judge(mod, res.stem, res.parent.name, res.parent.parent)
-    path = record_path or step.record
-    try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        rec = None
+    rec = read_record(step, record_path)
     if rec is not None:
         rec["verdicts"] = verdicts_record(step)
-        paths.atomic_write_text(path, json.dumps(rec, indent=1))
-        committed = res.with_suffix(".fresh.json")
-        if path == step.record and res.parent.name in COMMITTED:
-            paths.atomic_write_text(committed, json.dumps(rec, indent=1))
+        _write_record(step, rec, record_path)
     return out
 
 
