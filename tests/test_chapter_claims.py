@@ -15,6 +15,9 @@ from nlbudget.chapters import (ch01_gated_mlp_symmetry as c1, ch02_does_symmetry
                                ch07_budget_atlas as c7)
 
 R, NR, INC, NRUN, P = "reproduced", "not reproduced", "inconclusive", "not run", "partly"
+TR, DNT = "transfers", "does not transfer"
+#: a learning curve at its plateau: every sample's training passed its positive control
+FLAT = [3.0] * 20
 REGISTRY = {r["id"]: r for r in results.claims_registry()}
 
 
@@ -26,10 +29,15 @@ SEEN: dict[str, set] = {}  # claim function -> the verdicts the tests below reac
 
 
 def verdict(fn, F, S):
+    """The claim's verdict, a transfer's words read as the rule's own (`transfers` as
+    reproduced): the rules are tested here; the words, by `test_transfer_words`."""
     c = fn(F, S)
     assert c.id in REGISTRY and c.kind == REGISTRY[c.id]["kind"]
-    SEEN.setdefault(fn.__name__, set()).add(c.verdict)
-    return c.verdict
+    if c.verdict in (TR, DNT):
+        assert c.evidence["transfer"]["verdict"] == c.verdict
+    v = {TR: R, DNT: NR}.get(c.verdict, c.verdict)
+    SEEN.setdefault(fn.__name__, set()).add(v)
+    return v
 
 
 def test_every_registered_claim_has_one_function():
@@ -131,6 +139,8 @@ def test_ch01_derivations(fn, statement, control):
 
 def f02(sym_ppl, gated_ppl, sym_acc, gated_acc, trained, random):
     return {"lm_val_ppl": {"symmetric-silu": sym_ppl, "gated-silu": gated_ppl},
+            "lm_curves": {"symmetric-silu": [FLAT] * len(sym_ppl),
+                          "gated-silu": [FLAT] * len(gated_ppl)},
             "modular": {"symmetric-silu": {"test_acc": sym_acc, "train_acc": [1.0] * len(sym_acc)},
                         "gated-silu": {"test_acc": gated_acc, "train_acc": [1.0] * len(gated_acc)}},
             "real_gates": {"trained": [{"exchange": x} for x in trained],
@@ -219,7 +229,7 @@ def progressive_run(lin, ctl, seeds=1, start=150.0):
 
 def pair_model(mid, ablation, seeds):
     rep = report([mid] * 6)
-    return {"ablation": {"cost": ablation}, "report": rep, "train_tokens": 1,
+    return {"ablation": {"cost": ablation}, "report": rep, "train_tokens": 1, "curve": FLAT,
             "by_seed": [{"seed": k, "ablation_cost": ablation, "middle_cost": mid + 0.001 * k}
                         for k in range(seeds)]}
 
@@ -254,17 +264,23 @@ def test_ch03_negative_regularization_is_a_proportion():
 
 def test_ch03_gpt2_large():
     S = settings(c3)
-    assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30), S) == NRUN
+    # not measured here: the author's own GPT-2 Large sweep decides (its points, ≤ 3.7 %)
+    c = c3.claim_gpt2_large_max_cost(f03([0.01] * 30), S)
+    assert c.verdict == R and c.evidence["reproduction"]["verdict"] == NRUN
+    assert c.reason.startswith("authors' data") and "point estimates" in c.reason
     assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30, large=[0.01] * 36), S) == R
     assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30, large=[0.01] * 35 + [0.2]),
                    S) == NR
-    assert verdict(c3.claim_gpt2_large_max_cost, f03([0.01] * 30, large=[0.037] * 36), S) == INC
+    # the reproduction undecided: the headline falls back on the author's data
+    c = c3.claim_gpt2_large_max_cost(f03([0.01] * 30, large=[0.037] * 36), S)
+    assert c.evidence["reproduction"]["verdict"] == INC and c.reason.startswith("authors'")
 
 
 def test_ch03_sequential_vs_parallel_needs_seeds_and_mlps_that_matter():
     S = settings(c3)
     assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30), S) == INC  # one seed
-    assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, ablation=0.1), S) == NRUN
+    c = c3.claim_sequential_vs_parallel(f03([0.01] * 30, ablation=0.1, seeds=3), S)
+    assert c.verdict == INC and "positive control failed" in c.needs and "zeroing" in c.needs
     assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, par_mid=0.04, seeds=3),
                    S) == R
     assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, seq_mid=0.03, seeds=3),
@@ -316,7 +332,8 @@ def layer_row(l, routed=0.5, cost=0.005, half=0.002, random_gain=(0.01, 0.03),
     row = {"layer": l, "gate": {"routed": routed, "cost": cost, "ci": (cost - half, cost + half),
                                 "ci_family": (cost - half, cost + half)},
            "random": {"cost": cost + 0.02, "vs_gate_ci_family": random_gain},
-           "all_linear": {"cost": 2 * cost},
+           "all_linear": {"cost": 2 * cost, "ci": (2 * cost - half, 2 * cost + half)},
+           "auc_train": auc[0] + 0.01,
            "auc": {"linear:x": list(auc), "linear:h": list(auc), "linear:c": list(auc),
                    "linear:e": list(tok_auc)},
            "auc_family": {"linear:x": list(auc), "linear:h": list(auc), "linear:e": list(tok_auc)},
@@ -346,7 +363,7 @@ def f04(rows=None, compound=(0.01, 0.005, 0.015, 0.2), nofly=(0.0, -0.1, 0.1), f
                         "k_star": 2, "chosen": {"cost": 0.001, "flops_saved": 0.02}}}
     r, rlo, rhi = nofly
     tr = {"n_nofly": found, "found": found, "r_nofly": r, "r_nofly_ci": [rlo, rhi],
-          "n_common": 500, "r_common": 0.1, "r_common_ci": [0.0, 0.2]}
+          "n_common": 500, "r_common": 0.1, "r_common_ci": [0.05, 0.2]}
     return {"pretrained": {"smollm2-135m": rep}, "pair": {},
             "nofly": {"smollm2-135m": {"layer": 5, "by_target": {"shakespeare": tr,
                                                                  "pydocs (test split)": tr}}},
@@ -433,10 +450,17 @@ def test_ch04_delta_skew():
 
 def test_ch04_compound():
     S = settings(c4)
-    assert verdict(c4.claim_compound, f04(compound=(0.01, 0.005, 0.015, 0.2)), S) == R
-    assert verdict(c4.claim_compound, f04(compound=(2.0, 1.8, 2.4, 0.24)), S) == NR
-    assert verdict(c4.claim_compound, f04(compound=(0.01, 0.005, 0.015, 0.05)), S) == NR
-    assert verdict(c4.claim_compound, f04(compound=(0.02, 0.01, 0.03, 0.2)), S) == INC
+    # the author's own file (all 24 gates at once: +272 %) decides the headline; the transfer
+    # to SmolLM2 is judged beside it by the same rule
+    def transfer(F):
+        c = c4.claim_compound(F, S)
+        assert c.verdict == NR and c.reason.startswith("authors' data")
+        return c.evidence["transfer"]["verdict"]
+
+    assert transfer(f04(compound=(0.01, 0.005, 0.015, 0.2))) == TR
+    assert transfer(f04(compound=(2.0, 1.8, 2.4, 0.24))) == DNT
+    assert transfer(f04(compound=(0.01, 0.005, 0.015, 0.05))) == DNT
+    assert transfer(f04(compound=(0.02, 0.01, 0.03, 0.2))) == INC
 
 
 def test_ch04_gated_negative_regularization_is_a_proportion():
@@ -453,13 +477,29 @@ def test_ch04_gated_negative_regularization_is_a_proportion():
                    f04(rows=[layer_row(l, cost=0.0) for l in range(30)]), S) == INC
 
 
+def with_pair(F, cost=0.02, curve=FLAT):
+    """`F` with a matched pair whose MLPs are nonlinear (all-linear cost 2·cost) and which
+    trained to its plateau: chapter 04's pair control passes."""
+    F["pair"] = {k: {"per_layer": [layer_row(0, cost=cost)], "curve": curve}
+                 for k in ("neox-seq", "neox-par")}
+    return F
+
+
 def test_ch04_two_phase_per_model_over_seeds():
     S = settings(c4)
-    c = c4.claim_two_phase(f04(two_phase=(15.0, 19.0)), S)
+    c = c4.claim_two_phase(with_pair(f04(two_phase=(15.0, 19.0))), S)
     assert c.verdict == INC and "seeds" in c.needs  # one seed per model: models are not seeds
-    assert verdict(c4.claim_two_phase, f04(two_phase=(15.0, 19.0), seeds=3), S) == R
-    assert verdict(c4.claim_two_phase, f04(two_phase=(19.0, 15.0), seeds=3), S) == NR
-    assert verdict(c4.claim_two_phase, f04(two_phase=(19.0, 19.05), seeds=3), S) == INC
+    assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(15.0, 19.0), seeds=3)), S) == R
+    assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(19.0, 15.0), seeds=3)), S) == NR
+    assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(19.0, 19.05), seeds=3)),
+                   S) == INC
+    # the positive control: a pair whose MLPs are linear, or that did not plateau, decides
+    # nothing, whatever the comparison says
+    for F in (with_pair(f04(two_phase=(15.0, 19.0), seeds=3), cost=0.001),
+              with_pair(f04(two_phase=(15.0, 19.0), seeds=3), curve=list(range(20, 0, -1))),
+              f04(two_phase=(15.0, 19.0), seeds=3)):
+        c = c4.claim_two_phase(F, S)
+        assert c.verdict == INC and "positive control failed" in c.needs
 
 
 # ------------------------------------------------------------------ chapter 05
@@ -480,6 +520,7 @@ def f05(err=1e-12, miss=1.0, best=(1e-4, 1e-4), degen=(0.5, 0.5), dyck_sparse=(1
         F["runs"] += [{"task": task, "kind": kind, "setting": setting, "seed": s,
                        "acc_train_len": a} for s, a in enumerate(accs)]
 
+    add("dyck", "trained", "attention-only", (1.0, 1.0))
     add("dyck", "sparse", "attention-only", dyck_sparse)
     add("dyck", "random", "attention-only", dyck_random)
     for kind, setting, accs in hop or []:
@@ -503,16 +544,14 @@ def hop_with(**changes):
 
 def test_ch05_construction_and_universality():
     S = settings(c5)
-    # the book's construction: exact, but its width grows like (H+1)^L·d — not O(HLd)
-    c = c5.claim_sparse_construction(f05(), S)
-    assert c.verdict == NR and c.parts["width O(HLd)"] == NR and c.parts[
-        "exact simulation through E"] == R
-    linear = {"width_per_d": {"2": [4 * (L + 1) for L in range(6)]}}
-    assert verdict(c5.claim_sparse_construction, {**f05(), **linear}, S) == R
-    assert verdict(c5.claim_sparse_construction, {**f05(err=0.1), **linear}, S) == P
-    assert verdict(c5.claim_sparse_construction, {**f05(miss=1e-6), **linear}, S) == P
-    short = {"width_per_d": {"2": [4, 8]}}  # two depths cannot show how the width grows
-    assert verdict(c5.claim_sparse_construction, {**f05(miss=1e-6), **short}, S) == INC
+    # the book's construction is exact; the paper's O(HLd) one is not built here, so its
+    # width is `not run`, never `not reproduced`, whatever the book's own width does
+    for widths in ([9, 45, 189, 729, 2673, 9477], [4 * (L + 1) for L in range(6)]):
+        c = c5.claim_sparse_construction({**f05(), "width_per_d": {"2": widths}}, S)
+        assert c.verdict == P and c.parts == {"exact simulation through E": R,
+                                              "width O(HLd)": NRUN}
+    assert verdict(c5.claim_sparse_construction, f05(err=0.1), S) == NR
+    assert verdict(c5.claim_sparse_construction, f05(miss=1e-6), S) == INC
     assert verdict(c5.claim_random_universal, f05(), S) == R
     assert verdict(c5.claim_random_universal, f05(degen=(1e-4, 0.5)), S) == INC  # control
     assert verdict(c5.claim_random_universal, f05(best=(0.3, 0.2)), S) == INC
@@ -521,7 +560,12 @@ def test_ch05_construction_and_universality():
         {"rel_error": e, "degenerate": dg, "m": 64, "rel_error_token_position": 0.6}
         for e, dg in ((0.44, False), (0.45, True), (0.47, False), (0.46, True), (0.43, False),
                       (0.45, True))]}}
-    assert verdict(c5.claim_random_universal, {**f05(), **seeds3}, S) == NR
+    # …which says `not reproduced` only where the program was also solved for exactly: a
+    # gradient search that gains nothing may have stalled for the optimiser's reasons
+    c = c5.claim_random_universal({**f05(), **seeds3}, S)
+    assert c.verdict == INC and "positive control failed" in c.needs
+    exact = {"random_universality_exact": {"t0": {"rel_error": 0.44}}}
+    assert verdict(c5.claim_random_universal, {**f05(), **seeds3, **exact}, S) == NR
     # …and one that gains clearly but stalls above the exact level stays undecided
     for r in seeds3["random_universality"]["t0"]:
         r["rel_error"] = r["rel_error"] - (0.0 if r["degenerate"] else 0.3)
@@ -547,8 +591,18 @@ def test_ch05_khop_needs_a_trained_reference():
     S = settings(c5)
     weak = hop_with(**{"trained|attention-only": (0.4, 0.4), "trained|+residual+LN": (0.4, 0.4),
                        "trained|+residual+LN+MLP": (0.4, 0.4)})
-    for fn in (c5.claim_khop_attention_only, c5.claim_khop_residual_ln, c5.claim_khop_random_mlp):
-        assert verdict(fn, f05(hop=weak), S) == NRUN
+    for fn in (c5.claim_khop_attention_only, c5.claim_khop_random_mlp):
+        c = fn(f05(hop=weak), S)  # the positive control failed: undecided, and why
+        assert c.verdict == INC and "positive control failed" in c.needs
+    # the reference compared must learn the task in the very setting compared: a reference
+    # that learns it only with MLPs does not license the attention-only comparison
+    only_mlp = hop_with(**{"trained|attention-only": (0.8, 0.8)})
+    assert verdict(c5.claim_khop_attention_only, f05(hop=only_mlp), S) == INC
+    # residual + LN: the frozen models against the paper's figures; the budget suffices when a
+    # model of this shape (the trained one, or the sparse UT) learns the hop
+    assert verdict(c5.claim_khop_residual_ln, f05(hop=weak), S) == R
+    weaker = hop_with(**{"trained|+residual+LN": (0.4, 0.4), "sparse|+residual+LN": (0.5, 0.5)})
+    assert verdict(c5.claim_khop_residual_ln, f05(hop=weaker), S) == INC
     assert verdict(c5.claim_khop_attention_only, f05(hop=HOP_OK), S) == R
     assert verdict(c5.claim_khop_attention_only, f05(hop=hop_with(
         **{"sparse|attention-only": (0.97, 0.98)})), S) == NR
@@ -584,7 +638,8 @@ def test_ch05_khop_judges_every_hop():
     split = copy.deepcopy(F)
     for r in split["runs"]:
         if r["task"] == "hop2":
-            r["acc_train_len"] = 0.4 if r["kind"] == "trained" else r["acc_train_len"]
+            r["acc_train_len"] = (0.4 if r["kind"] in ("trained", "sparse")
+                                  else r["acc_train_len"])
         elif r["kind"] == "random" and r["setting"] == "+residual+LN":
             r["acc_train_len"] = 0.31  # hop 1: random far below the paper's 85.7 %
     c = c5.claim_khop_residual_ln(split, S)
@@ -604,6 +659,7 @@ def test_ch05_khop_judges_every_hop():
 def variant(ppl, acc, vs_lora_ppl=None, vs_lora_acc=None, rho_up=True, cache=(1000, 0.01, 1.0),
             ref=0.5):
     r = {"ppl": ppl, "accuracy": acc, "correct": int(acc * 200), "trainable": 100,
+         "train_loss": FLAT,
          "cache_check": {"bytes": cache[0], "max_abs": cache[1], "scale": cache[2],
                          "reference_max_abs": ref}}
     r["vs_base"] = {"ppl_change": -0.1, "ppl_ci": (-0.12, -0.08)}
@@ -628,6 +684,7 @@ def f06(vs_lora_ppl=(-0.2, -0.1), vs_lora_acc=(0.02, 0.08), base_acc=0.5, seeds=
                for i, k in enumerate(seeds)]
     return {"studies": {"smollm2-135m": st}, "n_items": 200, "by_seed": {"smollm2-135m": by_seed},
             "setup": {"smollm2-135m": {"k": 16, "steps": 24, "batch": 4, "window": 128,
+                                       "layers": 30, "d": 576,
                                        "eval_tokens": 4096, "items": 200, "seed": seeds[0],
                                        "seeds": list(seeds)}}}
 
@@ -677,13 +734,17 @@ def f07(lin=None, rf_iv=(-0.02, -0.01), asym=None, gate=None, L=30):
     """Chapter 07's figures: per layer the linear cost (default rising with depth), random
     features' change against it (an interval, the same at every layer) and the other lenses."""
     lin = lin or [0.01 + 0.002 * l for l in range(L)]
-    rows = [{"layer": l, "r2_linear": 0.9, "linear": c, "rf": c / 2, "recovered": 0.5,
+    rows = [{"layer": l, "r2_linear": 0.9, "r2_rf": 0.9, "r2_rf_held_out": 0.88, "linear": c,
+             "rf": c / 2, "recovered": 0.5,
              "rf_vs_linear_ci_family": list(rf_iv)} for l, c in enumerate(lin)]
     lens = {"linear cost": lin, "random-feature recovery": [0.5] * L,
             "gate vs random": gate, "exchange asymmetry": asym, "skip use": None}
     return {"model": "SmolLM2-135M", "measured": {"per_layer": rows, "width": 1536, "draws": 1,
                                                    "fit_tokens": 10000, "eval_tokens": 500},
-            "lenses": {k: {"values": v, "source": "chapter NN (ci)", "high": ""}
+            "lenses": {k: {"values": v, "source": "chapter NN (ci)", "high": "",
+                           **({"gates_beat_chance": {"what": "gates beat chance", "measured":
+                                                     "10 of 10", "passed": True}}
+                              if k == "gate vs random" else {})}
                        for k, v in lens.items()}}
 
 
@@ -731,6 +792,8 @@ SAMPLES = {"01": lambda: (f01(), settings(c1)),
 UNREACHABLE = {
     "claim_lower_bound": {R, NR, INC},  # not run: the book has no proof check of Theorem 4.1
     "claim_gpt2_large_max_cost": set(),
+    # its width part is `not run` until the paper's O(HLd) construction is built: at best partly
+    "claim_sparse_construction": {R},
 }
 
 
@@ -750,8 +813,10 @@ def test_every_claim_function_reaches_every_verdict(monkeypatch):
     for ch in (c1, c2, c3, c4, c5, c6, c7):  # record calls made directly, not through verdict()
         for fn in ch.CLAIMS:
             def recorded(F, S, fn=fn):
-                c = fn(F, S)
-                SEEN.setdefault(fn.__name__, set()).add(c.verdict)
+                c = fn(F, S)  # the headline and each piece of evidence, in the rule's words
+                SEEN.setdefault(fn.__name__, set()).update(
+                    {TR: R, DNT: NR}.get(v, v)
+                    for v in (c.verdict, *(e["verdict"] for e in c.evidence.values())))
                 return c
             monkeypatch.setattr(ch, fn.__name__, functools.wraps(fn)(recorded))
     for name, fn in list(globals().items()):

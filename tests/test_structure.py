@@ -186,7 +186,7 @@ def test_every_chapter_is_a_package_of_study_page_and_claims():
 
 
 def test_modules_live_in_folders_by_role():
-    roles = {"verdicts": {"claims", "stats", "results"},
+    roles = {"verdicts": {"claims", "controls", "stats", "results"},
              "assets": {"downloads", "corpora", "models", "memo", "devices", "machine"},
              "book": {"profiles", "plan", "runner", "build", "exercises", "launch", "pages",
                       "standins", "ledger", "inputs"},

@@ -39,8 +39,9 @@ def percent_axis(ax, which="y"):
 
 
 #: One colour per verdict, the same on the ledger page and in the chapters.
-VERDICT_COLORS = {"reproduced": "#2e8b57", "partly": "#9acd32", "inconclusive": "#c8c8c8",
-                  "not reproduced": "#c0392b", "not run": "#f0f0f0"}
+VERDICT_COLORS = {"reproduced": "#2e8b57", "transfers": "#66c2a4", "partly": "#9acd32",
+                  "inconclusive": "#c8c8c8", "not reproduced": "#c0392b",
+                  "does not transfer": "#e6957f", "not run": "#f0f0f0"}
 
 
 def ledger_overview(rows: list[dict], parts: dict, kinds=("paper", "derivation", "book")):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nlbudget import paths
 from nlbudget.book import plan, profiles
-from nlbudget.verdicts import results
+from nlbudget.verdicts import claims, results
 
 
 def _toc() -> str:
@@ -117,6 +117,53 @@ def with_committed(rows: list[dict]) -> list[dict]:
     return rows
 
 
+#: What a ledger row carries beyond `results.LEDGER_FIELDS`: its positive control and its
+#: evidence by kind (`verdicts.claims.EVIDENCE`).
+EXTRA_FIELDS = ("positive_control", "evidence")
+
+
+def ledger_rows(profile: str, results_dir: Path | None = None) -> list[dict]:
+    """The ledger's rows at `profile` (`results.ledger`) with each row's positive control and
+    evidence, and each committed scale's row beside it (`with_committed`)."""
+    rows = results.ledger(profile, results_dir)
+    folder = Path(results_dir or paths.results_dir()) / profile
+    got = {c["id"]: c for doc in results.read_dir(folder) for c in doc["claims"]}
+    for r in rows:
+        for k in EXTRA_FIELDS:
+            r[k] = got.get(r["id"], {}).get(k) or {}
+    return with_committed(rows)
+
+
+def control_text(pc: dict) -> str:
+    """A row's positive control in a few words: passed, failed (which), or none needed."""
+    if not pc:
+        return "—"
+    if pc.get("passed") is None:
+        return _inline(pc.get("what", "none needed"))
+    return ("passed" if pc["passed"] else "**failed**") + f": {_inline(pc.get('what', ''))}" + (
+        f" ({_inline(pc['measured'])})" if pc.get("measured") else "")
+
+
+def evidence_text(ev: dict) -> str:
+    """A row's evidence, kind by kind: `authors' data: reproduced; transfer: does not transfer`."""
+    return "; ".join(f"{k}: **{e['verdict']}**" for k, e in ev.items()) or "—"
+
+
+def evidence_counts(rows: list[dict]) -> str:
+    """Paper rows counted by kind of evidence (rows) and that evidence's own verdict (columns);
+    a row with several kinds counts once in each."""
+    c = {k: {v: 0 for v in claims.VERDICTS} for k in claims.EVIDENCE}
+    for r in rows:
+        for k, e in (r.get("evidence") or {}).items():
+            c[k][e["verdict"]] += 1
+    head = "| evidence | " + " | ".join(claims.VERDICTS) + " | total |"
+    lines = [head, "|---" * (len(claims.VERDICTS) + 2) + "|"]
+    for k, row in c.items():
+        lines.append(f"| {k} | " + " | ".join(str(row[v]) for v in claims.VERDICTS)
+                     + f" | {sum(row.values())} |")
+    return "\n".join(lines)
+
+
 def rules() -> dict[str, str]:
     """{claim id: its rule in prose}: the claim function's docstring (threshold, control,
     interval, multiplicity), the paper's quoted sentence dropped, for the decision table."""
@@ -134,8 +181,9 @@ def rules() -> dict[str, str]:
 def decision_table(rows: list[dict], profile: str) -> list[str]:
     """The ledger's decision table: per row, the rule next to each scale's verdict."""
     rule = rules()
-    head = f"| claim | the rule | `{profile}` | " + " | ".join(f"`{p}`" for p in COMMITTED) + " |"
-    lines = [head, "|---|---|---|" + "---|" * len(COMMITTED)]
+    head = (f"| claim | the rule | positive control | evidence | `{profile}` | "
+            + " | ".join(f"`{p}`" for p in COMMITTED) + " |")
+    lines = [head, "|---|---|---|---|---|" + "---|" * len(COMMITTED)]
     for r in rows:
         at = " | ".join((r.get(f"verdict_{p}") or "—")
                         + (" (stale)" if r.get(f"{p}_row") and r[f"{p}_row"]["stale"] else "")
@@ -146,7 +194,12 @@ def decision_table(rows: list[dict], profile: str) -> list[str]:
                     "must fail" if r["kind"] == "derivation" else "")
         text = "; ".join(t for t in (text, f"control: {r['control']}" if r["control"] else "")
                          if t)
-        lines.append(f"| {r['id']} | {_inline(text)} | {r['verdict']} | {at} |")
+        # this build's control and evidence; a committed scale's where this build has none
+        shown = r if r.get("positive_control") or r.get("evidence") else next(
+            (r[f"{p}_row"] for p in COMMITTED if r.get(f"{p}_row")), r)
+        lines.append(f"| {r['id']} | {_inline(text)} | "
+                     f"{control_text(shown.get('positive_control') or {})} | "
+                     f"{evidence_text(shown.get('evidence') or {})} | {r['verdict']} | {at} |")
     return lines
 
 
@@ -178,6 +231,13 @@ def _details(r: dict) -> list[str]:
                        ("note", "note")):
         if r.get(key):
             out.append(f"**{label}:** {_inline(r[key])}")
+    if r.get("positive_control"):
+        out.append(f"**positive control:** {control_text(r['positive_control'])}")
+    for k, e in (r.get("evidence") or {}).items():
+        out.append(f"**evidence, {k}:** **{e['verdict']}** — {_inline(e.get('measured', ''))}"
+                   + (f" *(setting: {_inline(e['setting'])})*" if e.get("setting") else "")
+                   + (f"; control: {control_text(e['positive_control'])}"
+                      if e.get("positive_control") else ""))
     if r.get("parts"):
         out.append("**parts:** " + "; ".join(f"{p}: {v}" for p, v in r["parts"].items()))
     if r.get("obtained"):
@@ -201,24 +261,25 @@ def _details(r: dict) -> list[str]:
 def counts_section(rows: list[dict], profile: str) -> list[str]:
     """The ledger page's counts: this build's, then each committed scale's (and which of its
     chapters are stale)."""
-    lines = ["## Counts", "", f"This build (`{profile}`):", "", counts_markdown(rows), ""]
+    lines = ["## Counts", "", f"This build (`{profile}`):", "", counts_markdown(rows), "",
+             f"The paper rows of this build by kind of evidence, each with its own verdict "
+             "(a row with several kinds counts in each):", "", evidence_counts(rows), ""]
     for prof in COMMITTED:
-        at = [{**r, "verdict": r[f"verdict_{prof}"] or "not run"} for r in rows]
+        at = [{**r, "verdict": r[f"verdict_{prof}"] or "not run",
+               "evidence": (r.get(f"{prof}_row") or {}).get("evidence") or {}} for r in rows]
         stale = sorted({r[f"{prof}_row"]["stale"] and r["chapter"] for r in rows
                         if r.get(f"{prof}_row")} - {"", False})
         lines += [f"At `{prof}` (committed results, made once on a CPU; "
                   + (f"stale for chapter(s) {', '.join(stale)}: their inputs changed since)"
-                     if stale else "none stale)") + ":", "", counts_markdown(at), ""]
+                     if stale else "none stale)") + ":", "", counts_markdown(at), "",
+                  f"By kind of evidence at `{prof}`:", "", evidence_counts(at), ""]
     return lines
 
 
-def ledger_markdown(profile: str, results_dir: Path | None = None,
-                    figure: str | None = None) -> str:
-    """The claims ledger page: a picture, counts per kind and verdict, then one table per
-    part; every row links to the section that measured it, states both scales, and folds
-    the long text. Generated from the results files only."""
-    rows = with_committed(results.ledger(profile, results_dir))
-    lines = [
+def intro(profile: str) -> list[str]:
+    """The ledger page's opening: what it is, its vocabulary, the positive control and the
+    kinds of evidence with the headline rule."""
+    return [
         "# Claims ledger", "",
         f"Every claim of the four papers, what this build measured (profile `{profile}`), and a "
         "verdict. This page is generated from the chapters' results files "
@@ -230,10 +291,31 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
         "uncertainty; **not reproduced** — the uncertainty excludes it, or it goes the other "
         "way; **inconclusive** — the uncertainty holds both (the row says what would decide "
         "it); **not run** — not measured at this profile (the row says why); **partly** — a "
-        "claim of several stated parts, some of which hold.",
+        "claim of several stated parts, some of which hold; **transfers** / **does not "
+        "transfer** — what reproduced / not reproduced read as where the only evidence that "
+        "decides is a transfer to another model than the paper's.",
+        "* **positive control**: before a rule may decide, the experiment must show it could "
+        "have detected the effect (the model trained to its plateau and its MLPs nonlinear, the "
+        "gate beats chance held out, the probe moved perplexity, the trained reference learns "
+        "the task in the setting compared); a failed control gives **inconclusive**, naming "
+        "it.",
+        "* **evidence**: each paper row rests on up to three kinds — the **authors' data** (the "
+        "P3 author's result files, CC BY 4.0, re-analysed with the same rule), a "
+        "**reproduction** in the paper's setting as near as this machine allows, a "
+        "**transfer** to another model — each with its own verdict. The headline verdict is "
+        f"{claims.HEADLINE_RULE}.",
         "* *obtained*: **replicated** with the book's own code, **reproduced** with the "
         "author's code or data, or **derived** by proof.", "",
     ]
+
+
+def ledger_markdown(profile: str, results_dir: Path | None = None,
+                    figure: str | None = None) -> str:
+    """The claims ledger page: a picture, counts per kind and verdict, then one table per
+    part; every row links to the section that measured it, states both scales, and folds
+    the long text. Generated from the results files only."""
+    rows = ledger_rows(profile, results_dir)
+    lines = intro(profile)
     if figure:
         lines += [f"```{{figure}} {figure}", ":name: ledger-overview", "",
                   "Claims by part and kind, coloured by verdict.", "```", ""]
@@ -271,7 +353,7 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
 def ledger_text(profile: str, results_dir: Path | None = None) -> str:
     """`nlbudget ledger`: counts per kind and verdict at this profile and at each committed
     scale, then one line per claim with both verdicts."""
-    rows = with_committed(results.ledger(profile, results_dir))
+    rows = ledger_rows(profile, results_dir)
     width = max(len(v) for v in results.VERDICTS)
     out = [f"claims ledger, profile {profile!r}"]
     for prof in (profile, *[p for p in COMMITTED if p != profile]):
@@ -283,6 +365,13 @@ def ledger_text(profile: str, results_dir: Path | None = None) -> str:
         for k, row in results.counts(at).items():
             out.append(f"{k:<12}" + "".join(f"{row[v]:>{width + 2}}" for v in results.VERDICTS)
                        + f"{sum(row.values()):>8}")
+    ev = {k: {} for k in claims.EVIDENCE}
+    for r in rows:
+        for k, e in (r.get("evidence") or {}).items():
+            ev[k][e["verdict"]] = ev[k].get(e["verdict"], 0) + 1
+    out += ["", f"paper rows at {profile} by kind of evidence (its own verdict):"] + [
+        f"  {k:<14} " + ", ".join(f"{v} {n}" for v, n in c.items()) for k, c in ev.items()]
+    out += ["", f"headline rule: {claims.HEADLINE_RULE}"]
     extra = [p for p in COMMITTED if p != profile]
     out += ["", f"{'claim':<38} {'kind':<11} {profile:<16}" + "".join(f"{p:<16}" for p in extra)]
     def at(r, p):

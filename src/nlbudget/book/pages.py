@@ -22,6 +22,16 @@ def committed_claims(stem: str, profile: str) -> dict[str, dict]:
     return {c["id"]: c for c in doc.get("claims", [])}
 
 
+def _control(pc: dict) -> str:
+    """A row's positive control: passed or failed (what, measured), or none needed."""
+    if not pc:
+        return "—"
+    if pc.get("passed") is None:
+        return pc.get("what", "—")
+    return ("passed: " if pc["passed"] else "FAILED: ") + pc.get("what", "") + (
+        f" ({pc['measured']})" if pc.get("measured") else "")
+
+
 def claims_table(doc: dict, committed: tuple[str, ...] = ("full",)) -> pd.DataFrame:
     """The chapter's ledger rows, read back from its results file, each column naming its
     scale; beside them the verdict and figures of each committed scale (`full`) where one
@@ -35,6 +45,9 @@ def claims_table(doc: dict, committed: tuple[str, ...] = ("full",)) -> pd.DataFr
         row = {"claim": c["id"], "kind": c["kind"], "paper says": reg[c["id"]]["paper"],
                f"measured ({prof})": c["measured"], "control": c["control"] or "—",
                f"verdict ({prof})": c["verdict"],
+               "positive control": _control(c.get("positive_control") or {}),
+               "evidence": "; ".join(f"{k}: {e['verdict']}"
+                                     for k, e in (c.get("evidence") or {}).items()) or "—",
                "why": c["reason"] + (f" ({parts})" if parts else ""),
                "would decide it": c["needs"] or "—"}
         for p, rows_p in others.items():

@@ -11,7 +11,16 @@ the claim names, and uses an interval:
 * `inconclusive` — the uncertainty holds both; the row says what budget would decide it;
 * `not run` — not measured at this profile, with the reason;
 * `partly` — a claim of several stated parts, of which some hold: the row names each part's
-  verdict.
+  verdict;
+* `transfers` / `does not transfer` — what `reproduced` / `not reproduced` read as where the
+  only decided evidence is a *transfer*: the paper's question asked of another model than
+  the paper's (a claim tested on SmolLM2 alone never reads `not reproduced`).
+
+Before a rule may decide, the experiment passes its positive control
+(`nlbudget.verdicts.controls`): a failed control gives `inconclusive`, naming it. Each paper row
+carries up to three pieces of `EVIDENCE`, each with its own verdict — the authors' own data
+re-analysed with the same rule, a reproduction in the paper's setting as near as this machine
+allows, a transfer to another model — and its headline verdict follows `HEADLINE_RULE`.
 
 How a row was obtained, in the ACM artifact-review sense: `replicated` (the book's own,
 independent code), `reproduced` (the author's own code or data), `derived` (a proof).
@@ -23,10 +32,25 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from nlbudget.verdicts import stats
+from nlbudget.verdicts.controls import Control
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN, PARTLY = (
     "reproduced", "not reproduced", "inconclusive", "not run", "partly")
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
+TRANSFERS, DOES_NOT_TRANSFER = "transfers", "does not transfer"
+VERDICTS = (REPRODUCED, TRANSFERS, PARTLY, NOT_REPRODUCED, DOES_NOT_TRANSFER, INCONCLUSIVE,
+            NOT_RUN)
+#: The verdicts that decide: a row may carry one only if its positive control passed.
+DECIDING = (REPRODUCED, TRANSFERS, PARTLY, NOT_REPRODUCED, DOES_NOT_TRANSFER)
+#: The kinds of evidence a paper row rests on: the authors' own result files re-analysed with
+#: the same rule; the paper's setting (its model family, task, sizes) as near as this machine
+#: allows; the paper's question asked of another model.
+AUTHORS, REPRODUCTION, TRANSFER = "authors' data", "reproduction", "transfer"
+EVIDENCE = (AUTHORS, REPRODUCTION, TRANSFER)
+#: How a row's headline verdict follows from its evidence.
+HEADLINE_RULE = ("the reproduction where it decides; else the authors' data where they "
+                 "decide; else the transfer, whose words are `transfers` / `does not "
+                 "transfer`; where nothing decides, `inconclusive` (or `not run` where "
+                 "nothing was measured), with every failed positive control named")
 #: paper: a claim of one of the papers; derivation: a step of a paper's argument, checked by
 #: proof; book: a question the book asks itself (no paper predicts an answer).
 KINDS = ("paper", "derivation", "book")
@@ -61,6 +85,11 @@ class Claim:
     kind: str = "paper"  # one of KINDS
     obtained: str = "replicated"  # one of OBTAINED
     note: str = ""
+    #: what the experiment had to show before the rule could decide (`controls.Control`):
+    #: {what, measured, passed, fix}; passed None where nothing was trained or fitted
+    positive_control: dict = field(default_factory=dict)
+    #: {kind of EVIDENCE: {verdict, reason, measured, setting, positive_control}}
+    evidence: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -75,6 +104,21 @@ class Claim:
             raise ValueError(f"{self.id}: an {self.verdict!r} verdict must say what it needs")
         if self.verdict in (REPRODUCED, NOT_REPRODUCED) and not self.control:
             raise ValueError(f"{self.id}: a {self.verdict!r} verdict must name its control")
+        if self.verdict in DECIDING and self.positive_control.get("passed") is False:
+            raise ValueError(f"{self.id}: {self.verdict!r} although its positive control "
+                             f"failed ({self.positive_control.get('what')})")
+        for k, e in self.evidence.items():
+            if k not in EVIDENCE:
+                raise ValueError(f"{self.id}: evidence {k!r} is not one of {EVIDENCE}")
+            if e["verdict"] in DECIDING and (e.get("positive_control") or {}).get("passed") \
+                    is False:
+                raise ValueError(f"{self.id}: its {k} decides although its control failed")
+            if k != TRANSFER and e["verdict"] in (TRANSFERS, DOES_NOT_TRANSFER):
+                raise ValueError(f"{self.id}: only a transfer reads {e['verdict']!r}")
+        if self.verdict in (TRANSFERS, DOES_NOT_TRANSFER) and \
+                (self.evidence.get(TRANSFER) or {}).get("verdict") != self.verdict:
+            raise ValueError(f"{self.id}: {self.verdict!r} is a transfer's word; no transfer "
+                             "evidence reads it")
         if self.verdict == PARTLY:
             held = [p for p, v in self.parts.items() if v == REPRODUCED]
             if len(self.parts) < 2 or not held or len(held) == len(self.parts):
@@ -85,12 +129,77 @@ class Claim:
         return asdict(self)
 
 
-def decided(claim_id: str, decision: Decision, **kw) -> Claim:
-    """A Claim whose verdict and reason come from `decision`; `needs` (what budget would
-    decide it) is kept only where the verdict is inconclusive or not run."""
-    if decision.verdict not in (INCONCLUSIVE, NOT_RUN):
+def guarded(decision: Decision, control: Control | None) -> Decision:
+    """`decision`, unless the positive control failed: then `inconclusive`, naming the failed
+    control and what the rule alone would have said."""
+    if control is None or not control.failed or decision.verdict not in DECIDING:
+        return decision
+    return Decision(INCONCLUSIVE, f"{control.why()} (the rule alone would read "
+                    f"{decision.verdict}: {decision.reason})")
+
+
+def evidence(kind: str, decision: Decision, *, measured: str, setting: str = "",
+             control: Control | None = None) -> dict:
+    """One piece of a paper row's evidence: its kind (`EVIDENCE`), its own verdict — guarded
+    by its positive control, and in a transfer's words for a transfer — what it measured and
+    in which setting (what differs from the paper's)."""
+    if kind not in EVIDENCE:
+        raise ValueError(f"evidence {kind!r} is not one of {EVIDENCE}")
+    d = guarded(decision, control)
+    verdict = ({REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(d.verdict, d.verdict)
+               if kind == TRANSFER else d.verdict)
+    return {"verdict": verdict, "reason": d.reason, "measured": measured, "setting": setting,
+            "positive_control": control.as_dict() if control else {}}
+
+
+def headline(pieces: dict) -> tuple[str | None, Decision]:
+    """A paper row's headline (`HEADLINE_RULE`) from its evidence: (the kind that sets it, its
+    decision); kind None where nothing was measured."""
+    for kind in (REPRODUCTION, AUTHORS, TRANSFER):
+        e = pieces.get(kind)
+        if e and e["verdict"] in DECIDING:
+            return kind, Decision(e["verdict"], f"{kind}: {e['reason']}")
+    undecided = [k for k in (REPRODUCTION, TRANSFER, AUTHORS) if k in pieces
+                 and pieces[k]["verdict"] == INCONCLUSIVE]
+    if undecided:
+        return undecided[0], Decision(INCONCLUSIVE, "; ".join(
+            f"{k}: {pieces[k]['reason']}" for k in undecided))
+    first = next((k for k in (REPRODUCTION, TRANSFER, AUTHORS) if k in pieces), None)
+    return first, Decision(NOT_RUN, "; ".join(f"{k}: {e['reason']}" for k, e in pieces.items())
+                           or "nothing was measured")
+
+
+def decided(claim_id: str, decision: Decision, *, positive: Control | None = None,
+            tested: str | None = None, setting: str = "", authors: dict | None = None,
+            **kw) -> Claim:
+    """A Claim whose verdict and reason come from `decision` — guarded by its positive
+    control `positive` — or, for a paper row, from its evidence (`headline`): the book's own
+    experiment is the evidence of kind `tested` (in `setting`), beside the authors' data
+    (`authors`, an `evidence` piece) where there are any. `needs` (what would decide it) is
+    kept only where the verdict is inconclusive or not run, with any failed control first."""
+    if positive is None and kw.get("kind") == "derivation":
+        positive = Control("none needed: a proof, checked numerically (its negative controls "
+                           "are in the rule)", "", None)
+    own = guarded(decision, positive)
+    pieces = {}
+    if authors:
+        pieces[AUTHORS] = authors
+    if tested:
+        pieces[tested] = evidence(tested, decision, measured=kw.get("measured", ""),
+                                  setting=setting, control=positive)
+    if pieces:
+        kind, own = headline(pieces)
+        pc = pieces[kind].get("positive_control", {}) if kind else {}
+    else:
+        pc = positive.as_dict() if positive else {}
+    failed = [c for c in (positive,) if c is not None and c.failed]
+    if own.verdict not in (INCONCLUSIVE, NOT_RUN):
         kw["needs"] = ""
-    return Claim(claim_id, verdict=decision.verdict, reason=decision.reason, **kw)
+    elif failed:
+        kw["needs"] = "; ".join([f.why() for f in failed] + ([kw["needs"]] if kw.get("needs")
+                                                             else []))
+    return Claim(claim_id, verdict=own.verdict, reason=own.reason, positive_control=pc,
+                 evidence=pieces, **kw)
 
 
 # ------------------------------------------------------------------ rules

@@ -7,8 +7,9 @@ import numpy as np
 
 from nlbudget.assets import models
 from nlbudget.verdicts import stats
-from nlbudget.verdicts.claims import (INCONCLUSIVE, PARTLY, Claim, Decision, combine, decided,
-                                      effect, needs_seeds)
+from nlbudget.verdicts import controls
+from nlbudget.verdicts.claims import (DECIDING, INCONCLUSIVE, PARTLY, REPRODUCTION, Claim,
+                                      Decision, combine, decided, effect, needs_seeds)
 
 SYMMETRIC, GATED = "symmetric-silu", "gated-silu"
 
@@ -64,16 +65,37 @@ def _seeds_needed(sym, gated) -> str:
             else "more seeds (the spread over seeds is not yet estimable)")
 
 
+def lm_trained(F) -> controls.Control:
+    """The positive control of the language-model comparison: every seed of both forms trained
+    to its plateau (`controls.plateau` on its validation curve, `lm_curves`). An untrained
+    model cannot show that one form models language worse than another."""
+    what = "both forms trained to their plateau (every seed's validation curve)"
+    fix = ("train longer at full (lm_steps), with the validation curve recorded "
+           "(`lm_curves`)")
+    curves = F.get("lm_curves")
+    if not curves:
+        return controls.not_recorded(what, fix)
+    checks = [controls.plateau(c, what=f"{form} seed {i}", fix=fix)
+              for form in (SYMMETRIC, GATED) for i, c in enumerate(curves.get(form, []))]
+    bad = [c for c in checks if c.failed]
+    return controls.Control(what + f" (loss improved < {controls.PLATEAU_SHARE:.0%} over the "
+                            "last fifth)", f"{len(checks) - len(bad)} of {len(checks)} curves "
+                            "at their plateau" + (f"; first not: {bad[0].what}, "
+                                                  f"{bad[0].measured}" if bad else ""),
+                            bool(checks) and not bad, fix if bad or not checks else "")
+
+
 def claim_lm(F, S) -> Claim:
     """The book's question: at equal parameters, does σ(a⊙b) model language worse than σ(a)⊙b —
-    by at least MIN_PPL_GAP of the gated form's perplexity, paired over seeds?"""
+    by at least MIN_PPL_GAP of the gated form's perplexity, paired over seeds? Positive
+    control: both forms trained to their plateau (`lm_trained`)."""
     lm = F["lm_val_ppl"]
     if SYMMETRIC not in lm or GATED not in lm:
         return _without_the_forms("BOOK.P1.lm-symmetric-vs-gated")
     dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True, "PPL difference",
                                         MIN_PPL_GAP * float(np.mean(lm[GATED])))
     return decided(
-        "BOOK.P1.lm-symmetric-vs-gated", dec, kind="book",
+        "BOOK.P1.lm-symmetric-vs-gated", dec, kind="book", positive=lm_trained(F),
         measured=f"val PPL symmetric {np.mean(lm[SYMMETRIC]):.2f} vs gated {np.mean(lm[GATED]):.2f}: "
         f"symmetric worse by {d:+.2f} [{lo:+.2f}, {hi:+.2f}] (paired over {len(lm[GATED])} seeds)",
         control="the gated SiLU form at the same weight budget, same batches",
@@ -90,17 +112,25 @@ def claim_modular(F, S) -> Claim:
         return _without_the_forms("BOOK.P1.modular-symmetric-vs-gated")
     acc = {k: v["test_acc"] for k, v in mod.items()}
     best = max(np.mean(a) for a in acc.values())
+    fit = min(np.mean(v["train_acc"]) for v in mod.values() if "train_acc" in v)
     scale = (f"one MLP, p = {S['mod_p']}, d = {S['mod_d']}, {S['mod_steps']} full-batch steps, "
              f"{S['mod_seeds']} seeds")
+    positive = controls.joined(
+        controls.above(f"some form generalises (best mean test accuracy > "
+                       f"{MIN_GENERALISING:.0%})", best, MIN_GENERALISING,
+                       f"best mean test accuracy {best:.1%}",
+                       "more training steps, until some form generalises"),
+        controls.above("every form fits its training set (mean train accuracy > 99 %)", fit,
+                       0.99, f"lowest mean train accuracy {fit:.1%}", "more training steps"))
     if best < MIN_GENERALISING:
         return Claim("BOOK.P1.modular-symmetric-vs-gated",
                      f"no form generalises (best mean test accuracy {best:.1%})", INCONCLUSIVE,
                      kind="book", reason="no form generalises, so none can be worse",
-                     needs="more training steps, until some form generalises", scale=scale)
+                     needs=positive.why(), scale=scale, positive_control=positive.as_dict())
     dec, (d, lo, hi) = _symmetric_worse(acc[SYMMETRIC], acc[GATED], False, "accuracy gap",
                                         MIN_ACC_GAP)
     return decided(
-        "BOOK.P1.modular-symmetric-vs-gated", dec, kind="book",
+        "BOOK.P1.modular-symmetric-vs-gated", dec, kind="book", positive=positive,
         measured=f"test accuracy on (a + b) mod {S['mod_p']}: symmetric {np.mean(acc[SYMMETRIC]):.1%}, "
         f"gated {np.mean(acc[GATED]):.1%}; symmetric worse by {d:.1%} [{lo:.1%}, {hi:.1%}] "
         f"(paired over {len(acc[GATED])} seeds)",
@@ -121,7 +151,8 @@ def claim_real_gates(F, S) -> Claim:
         "BOOK.P1.real-gate-asymmetry",
         effect(lo - MIN_ASYMMETRY, hi - MIN_ASYMMETRY,
                what=f"trained − random exchange change beyond {MIN_ASYMMETRY}"),
-        kind="book",
+        kind="book", positive=controls.none_needed(
+            "nothing is trained or fitted: fixed weights on held-out tokens"),
         measured=f"relative output change on gate↔up exchange, median over {len(t)} layers: "
         f"trained {np.median(t):.2f} (range {t.min():.2f}–{t.max():.2f}), random counterpart "
         f"{np.median(r):.2f}; trained − random {d:+.2f} [{lo:+.2f}, {hi:+.2f}] (t over layers)",
@@ -140,7 +171,15 @@ def claim_symmetry_matters(F, S) -> Claim:
     tests = {"language modelling": claim_lm(F, S), "modular addition": claim_modular(F, S)}
     parts = {k: c.verdict for k, c in tests.items()}
     dec = combine(parts)
+    # each part is guarded by its own control; the row rests on the parts that decide
+    deciding = [controls.Control(**c.positive_control) for c in tests.values()
+                if c.verdict in DECIDING and c.positive_control]
     return decided("P1.symmetry-matters", dec, parts=parts if dec.verdict == PARTLY else {},
+                   tested=REPRODUCTION, positive=controls.joined(*deciding) if deciding else
+                   controls.joined(*(controls.Control(**c.positive_control)
+                                     for c in tests.values() if c.positive_control)),
+                   setting="the paper runs no experiment: the book's own small test of its "
+                   "reading (GPT-NeoX LMs and one-MLP modular addition, trained here)",
                    measured="; ".join(f"{k}: {c.verdict} ({c.reason})" for k, c in tests.items()),
                    control="the gated form at equal parameters (the two tests below)",
                    needs="; ".join(f"{k}: {c.needs}" for k, c in tests.items() if c.needs)

@@ -7,15 +7,28 @@ import numpy as np
 
 from nlbudget.assets import models
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, CHEAP_SHARE, author_costs
-from nlbudget.verdicts import stats
-from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_RUN, Claim, Decision, all_of, decided,
-                                      effect, k_of_n, needs_seeds, share_of)
+from nlbudget.verdicts import controls, stats
+from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN,
+                                      REPRODUCED, REPRODUCTION, TRANSFER, Claim, Decision,
+                                      all_of, decided, effect, evidence, k_of_n, needs_seeds,
+                                      share_of)
 
 #: GPT-2 Large: "no layer exceeds 3.7 % all-linear cost".
 LARGE_MAX = 0.037
 
 #: The pair's MLPs must matter: zeroing all of them must raise perplexity by this much.
 MIN_ABLATION = 0.20
+
+#: The pair's MLPs must be measurably nonlinear before P3's pair claims are judged: the
+#: largest per-layer all-linear cost's corrected lower end must lie above this. An MLP that is
+#: linear to within 1 % of perplexity leaves nothing to linearize (GPT-2 Medium's middle
+#: layers cost 1.6–2.5 % in the paper).
+NONLINEAR_FLOOR = 0.01
+
+#: Cited with every re-analysis of the author's files.
+AUTHOR_FILES = ("the P3 author's result files (pbalogh/half-the-nonlinearity, data/, CC BY 4.0), "
+                "transcribed in data/reference/p3_all_linear_costs.csv; the author's own 95 % "
+                "bootstrap intervals, not corrected over layers")
 
 #: "Costs nothing" against fine-tuning alone: not worse than the control by more than this.
 NONINFERIORITY = 0.01
@@ -57,6 +70,50 @@ def _scale(F, S):
             f"of {S['corpus']} (disjoint paragraphs of one shuffled mixture)")
 
 
+def detects_costs(F) -> controls.Control:
+    """The positive control of a per-layer cost claim on a pretrained model: the experiment can
+    detect a linearization cost — at least one layer's corrected interval lies above 0 (an
+    evaluation too small to place any layer away from 0 could not show the claim fail)."""
+    name = _main(F)
+    ivs = F["pretrained"][name]["ci_family"]["keep-first"]
+    lo = max(lo for lo, _ in ivs)
+    return controls.above("the evaluation detects a linearization cost (some layer's "
+                          "corrected interval above 0)", lo, 0.0,
+                          f"{name}: largest corrected lower end {lo:+.2%}",
+                          "more evaluation windows")
+
+
+def pair_trained(F) -> controls.Control:
+    """The positive control of every claim on the matched pair (chapters 03 and 04): the pair
+    trained to its plateau (`controls.plateau` on each model's recorded validation curve,
+    `curve`), its MLPs matter (zeroing them raises perplexity ≥ MIN_ABLATION) and they are
+    measurably nonlinear (the largest layer's corrected all-linear cost above
+    NONLINEAR_FLOOR). An untrained model's MLPs are near-linear: nothing to linearize, and any
+    fine-tuning improves it."""
+    pr = F["pair"]
+    ppl = ", ".join(f"{k} val PPL {p['report'].get('baseline_ppl', float('nan')):.0f}"
+                    for k, p in pr.items())
+    fix = f"train the pair to its plateau at full (pair_steps; here {ppl})"
+    abl = min(p["ablation"]["cost"] for p in pr.values())
+    lo = max(lo for p in pr.values() for lo, _ in p["report"]["ci_family"]["plain"])
+    curves = [(k, p.get("curve")) for k, p in pr.items()]
+    plateaus = [controls.plateau(c, what=f"{k} trained to its plateau", fix=fix) if c else
+                controls.not_recorded(f"{k} trained to its plateau (its validation curve)", fix)
+                for k, c in curves]
+    return controls.joined(
+        *plateaus,
+        controls.above(f"the pair's MLPs matter (zeroing them ≥ +{MIN_ABLATION:.0%} PPL)", abl,
+                       MIN_ABLATION, f"zeroing the MLPs: {abl:+.0%} at least", fix),
+        controls.above(f"the pair's MLPs are nonlinear (largest corrected all-linear cost "
+                       f"> {NONLINEAR_FLOOR:.0%})", lo, NONLINEAR_FLOOR,
+                       f"linear to within {lo:+.3%} (largest corrected lower end)", fix))
+
+
+def _author(model: str):
+    ref = author_costs()
+    return ref[ref.model == model].sort_values("layer")
+
+
 def claim_layers_linearizable(F, S) -> Claim:
     """P3: "70 % of [GPT-2 Medium's] layers [are] linearizable at < 3 % PPL cost; layers 2–15
     cost 1.6–2.5 %". Each layer's cost interval (corrected for the number of layers) against
@@ -68,8 +125,19 @@ def claim_layers_linearizable(F, S) -> Claim:
     ref = author_costs()
     gm = ref[ref.model == "gpt2-medium"].set_index("layer").cost_pct / 100
     mid = gm.loc[2:15]
+    a_ivs = {int(r.layer): (CHEAP - r.ci_hi_pct / 100, CHEAP - r.ci_lo_pct / 100)
+             for r in _author("gpt2-medium").itertuples()}
+    authors = evidence(AUTHORS, share_of(a_ivs, share=CHEAP_SHARE, what="3 % − cost"),
+                       measured=f"GPT-2 Medium, the author's all-linear costs: "
+                       f"{sum(lo > 0 for lo, _ in a_ivs.values())} of {len(a_ivs)} layers' "
+                       f"intervals below 3 %, {int((gm < CHEAP).sum())} by point estimate",
+                       setting=AUTHOR_FILES,
+                       control=controls.none_needed("the author's trained model and files"))
     return decided(
         "P3.layers-linearizable", share_of(ivs, share=CHEAP_SHARE, what="3 % − cost"),
+        tested=TRANSFER, positive=detects_costs(F), authors=authors,
+        setting=f"{name}, a gated-SiLU Llama-family model, not GPT-2 Medium (the paper: the "
+        "share depends on the architecture)",
         measured=f"{name} (keep-first): {np.mean(c < CHEAP):.0%} of {len(c)} layers < 3 % "
         f"(point estimates), median {np.median(c):+.1%}, max {c.max():+.1%}; plain surrogate "
         f"(the paper's method): {np.mean(np.array(rep['cost']['plain']) < CHEAP):.0%} < 3 %, max "
@@ -114,8 +182,19 @@ def claim_negative_regularization(F, S) -> Claim:
         texts.append(f"{kind} (reported): {len(improving(ivs))} of {len(ivs)}")
     ref = author_costs()
     gm = ref[ref.model == "gpt2-medium"]
+    a_decs = {m: k_of_n(int((t.ci_hi_pct < 0).sum()), int((t.ci_lo_pct > 0).sum()), len(t),
+                        PAPER_IMPROVING.get(m, PAPER_IMPROVING["default"]),
+                        what="layers improve") for m in ("gpt2-medium", "gpt2-large")
+              for t in (_author(m),)}
+    authors = evidence(AUTHORS, all_of(a_decs), measured="all-linear, the author's intervals "
+                       "below 0: " + "; ".join(f"{m} {int((_author(m).ci_hi_pct < 0).sum())} of "
+                                               f"{len(_author(m))}" for m in a_decs),
+                       setting=AUTHOR_FILES,
+                       control=controls.none_needed("the author's trained models and files"))
     return decided(
-        "P3.negative-regularization", all_of(decs),
+        "P3.negative-regularization", all_of(decs), tested=TRANSFER,
+        positive=detects_costs(F), authors=authors,
+        setting=f"{_main(F)} (the pair's layers are reported, not judged: untrained)",
         measured="layers whose corrected interval lies below the baseline, all-linear: "
         + "; ".join(texts),
         control="the unmodified model on the same windows; intervals Bonferroni-corrected "
@@ -132,24 +211,54 @@ def claim_gpt2_large_max_cost(F, S) -> Claim:
     gl = ref[ref.model == "gpt2-large"]
     author = (f"GPT-2 Large: max all-linear cost {gl.cost_pct.max() / 100:+.2%} (layer "
               f"{int(gl.loc[gl.cost_pct.idxmax(), 'layer'])})" if len(gl) else "")
+    authors = evidence(AUTHORS, _max_cost({int(r.layer): (
+        r.cost_pct / 100 if np.isnan(r.ci_lo_pct) else r.ci_lo_pct / 100,
+        np.nan if np.isnan(r.ci_lo_pct) else r.ci_hi_pct / 100) for r in gl.itertuples()}),
+                       measured=author, setting=AUTHOR_FILES,
+                       control=controls.none_needed("the author's trained model and files"))
     if "gpt2-large" not in F["pretrained"]:
-        return Claim("P3.gpt2-large-max-cost", "not measured: GPT-2 Large is not among this "
-                     "profile's models", NOT_RUN, author_data=author,
-                     needs="GPT-2 Large runs at the paper profile only (hub, GPU)")
+        return decided("P3.gpt2-large-max-cost", Decision(NOT_RUN, "GPT-2 Large is not among "
+                       "this profile's models"), tested=REPRODUCTION, authors=authors,
+                       measured="not measured here: GPT-2 Large is not among this profile's "
+                       "models", control="the paper's 3.7 % bound, per layer",
+                       positive=controls.Control("GPT-2 Large evaluated", "not run", None),
+                       setting="GPT-2 Large runs at the paper profile only (hub, GPU)",
+                       author_data=author,
+                       needs="GPT-2 Large runs at the paper profile only (hub, GPU)")
     rep = F["pretrained"]["gpt2-large"]
-    ivs = {l: (LARGE_MAX - hi, LARGE_MAX - lo) for l, (lo, hi) in enumerate(rep["ci_family"]["plain"])}
-    above = [l for l, (_, hi) in ivs.items() if hi < 0]
+    return decided("P3.gpt2-large-max-cost",
+                   _max_cost(dict(enumerate(map(tuple, rep["ci_family"]["plain"])))),
+                   tested=REPRODUCTION, authors=authors, positive=controls.none_needed(
+                       "a pretrained model evaluated as it is"),
+                   measured=f"gpt2-large (plain): max per-layer cost "
+                   f"{max(rep['cost']['plain']):+.2%}",
+                   control="the paper's 3.7 % bound, per layer, corrected", author_data=author,
+                   needs="more evaluation windows", scale=_scale(F, S))
+
+
+def _max_cost_points(points: dict) -> Decision:
+    top = max(points, key=points.get)
+    text = (f"point estimates only (the file holds no interval): the largest, layer {top}, "
+            f"{points[top]:+.2%}")
+    return Decision(REPRODUCED if points[top] <= LARGE_MAX else NOT_REPRODUCED,
+                    text + (" ≤ " if points[top] <= LARGE_MAX else " > ") + f"{LARGE_MAX:.1%}")
+
+
+def _max_cost(ivs: dict) -> Decision:
+    """"No layer exceeds LARGE_MAX": not reproduced if some layer's interval lies above it,
+    reproduced if every layer's lies below it, else inconclusive. A file that holds point
+    estimates only (the author's GPT-2 Large sweep) is read on its points, and says so."""
+    if all(not (np.isfinite(lo) and np.isfinite(hi)) for lo, hi in ivs.values()):
+        pts = {l: lo for l, (lo, _) in ivs.items()}
+        return _max_cost_points(pts)
+    above = [l for l, (lo, _) in ivs.items() if lo > LARGE_MAX]
     if above:
-        dec_v, why = "not reproduced", f"layers {above} lie above 3.7 % beyond the uncertainty"
-    elif all(lo > 0 for lo, _ in ivs.values()):
-        dec_v, why = "reproduced", "every layer's corrected interval lies below 3.7 %"
-    else:
-        dec_v, why = INCONCLUSIVE, "some corrected intervals cross 3.7 %"
-    return Claim("P3.gpt2-large-max-cost",
-                 f"gpt2-large (plain): max per-layer cost {max(rep['cost']['plain']):+.2%}",
-                 dec_v, reason=why, control="the paper's 3.7 % bound, per layer, corrected",
-                 author_data=author, needs="more evaluation windows" if dec_v == INCONCLUSIVE else "",
-                 scale=_scale(F, S))
+        return Decision(NOT_REPRODUCED, f"layers {above} lie above {LARGE_MAX:.1%} beyond the "
+                        "uncertainty")
+    if all(hi < LARGE_MAX for _, hi in ivs.values()):
+        return Decision(REPRODUCED, f"every layer's interval lies below {LARGE_MAX:.1%}")
+    cross = [l for l, (_, hi) in ivs.items() if hi >= LARGE_MAX]
+    return Decision(INCONCLUSIVE, f"the intervals of layers {cross} cross {LARGE_MAX:.1%}")
 
 
 def _by_seed(group: dict, kind: str, key: str) -> dict[int, float]:
@@ -175,14 +284,26 @@ def claim_sequential_vs_parallel(F, S) -> Claim:
                 f"median per-layer cost (first seed) {np.median(seq['report']['cost']['plain']):+.2%}"
                 f" vs {np.median(par['report']['cost']['plain']):+.2%}; MLPs zeroed: "
                 f"{min(abl):+.0%} at least")
-    if min(abl) < MIN_ABLATION:
-        return Claim("P3.sequential-vs-parallel", measured, NOT_RUN, scale=scale,
-                     needs=f"the pair's MLPs must matter (zeroing them ≥ +{MIN_ABLATION:.0%})")
     _, lo, hi = stats.t_interval(diffs)
     dec = needs_seeds(effect(lo - MIN_TOPOLOGY_GAP, hi - MIN_TOPOLOGY_GAP,
                              what=f"parallel − sequential cost beyond {MIN_TOPOLOGY_GAP:g}"),
                       len(diffs))
+    g2, py = (_author(m) for m in ("gpt2-medium", "pythia-410m"))
+    g2c, pyc = (t[t.layer > 0].cost_pct.to_numpy() / 100 for t in (g2, py))
+    d_a, lo_a, hi_a = stats.welch_interval(pyc, g2c)
+    authors = evidence(
+        AUTHORS, effect(lo_a - MIN_TOPOLOGY_GAP, hi_a - MIN_TOPOLOGY_GAP,
+                        what=f"Pythia − GPT-2 mean layer cost beyond {MIN_TOPOLOGY_GAP:g}"),
+        measured=f"Pythia-410M (parallel) vs GPT-2 Medium (sequential), the author's per-layer "
+        f"all-linear costs, layer 0 left out: mean {pyc.mean():+.1%} vs {g2c.mean():+.1%}, "
+        f"difference {d_a:+.1%} [{lo_a:+.1%}, {hi_a:+.1%}] (Welch over layers)",
+        setting=AUTHOR_FILES + "; models that also differ in data, tokenizer and training",
+        control=controls.none_needed("the author's trained models and files"))
     return decided("P3.sequential-vs-parallel", dec, measured=measured, scale=scale,
+                   tested=REPRODUCTION, positive=pair_trained(F), authors=authors,
+                   setting="a matched GPT-NeoX pair trained here (sequential vs parallel "
+                   "blocks, same width, depth, data, seed): the topology alone, at miniature "
+                   "scale",
                    control="the sequential model of the matched pair: same width, depth, data, "
                    "optimiser and seed",
                    needs=f"more seeds of the matched pair (pair_seeds; {len(diffs)} here): "
@@ -239,6 +360,8 @@ def claim_progressive(F, S) -> Claim:
     dec = _per_model({k: [NONINFERIORITY - x for x in v] for k, v in rel.items()},
                      f"{NONINFERIORITY:.0%} − (linearized / original − 1)")
     return decided("P3.progressive", dec, measured=_progressive_text(F),
+                   tested=REPRODUCTION, positive=pair_trained(F),
+                   setting="the matched pair trained here, not GPT-2 Medium",
                    control="the original model (before any fine-tuning), as the paper compares",
                    needs="more seeds of the pair with the progressive run (pair_seeds): "
                    + "; ".join(f"{k}: {_seeds_needed(v)}" for k, v in rel.items()),
@@ -257,6 +380,7 @@ def claim_progressive_control(F, S) -> Claim:
     dec = _per_model({k: [x - MIN_BEHIND for x in v] for k, v in rel.items()},
                      f"linearized / control − 1 beyond {MIN_BEHIND:.3g}")
     return decided("P3.progressive-control", dec, measured=_progressive_text(F), kind="book",
+                   positive=pair_trained(F),
                    control="equal-compute fine-tuning control: same steps, optimiser and batches",
                    needs="more seeds of the pair with both runs (pair_seeds): "
                    + "; ".join(f"{k}: {_seeds_needed(v)}" for k, v in rel.items()),

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from nlbudget.assets import models
 from nlbudget.chapters.ch06_preprojection_probes.study import MAIN, MIN_CORRECT
-from nlbudget.verdicts import stats
-from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim,
-                                      Decision, all_of, decided, effect, needs_seeds)
+from nlbudget.verdicts import controls, stats
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
+                                      REPRODUCTION, TRANSFER, Claim, Decision, all_of, decided,
+                                      effect, evidence, headline, needs_seeds)
 
 #: Cached decoding "equals" the uncached forward when their logits differ by at most
 #: NOISE_FACTOR × the frozen base model's own cached-vs-uncached difference (its rounding in
@@ -54,27 +55,73 @@ def _pct(x):
     return "n/a" if x is None else f"{x:+.1%}"
 
 
+#: Which kind of evidence each model gives: SmolLM2 is another model than the paper's (a
+#: transfer); the Pythia-style pair model is the paper's family, at miniature scale.
+def _kind(m: str) -> str:
+    return REPRODUCTION if m.startswith("pythia") else TRANSFER
+
+
+def _setting(m: str, F) -> str:
+    s = F["setup"][m]
+    return (f"{models.label(m)}, {s['layers']} layers, d = {s['d']}, trained here from scratch "
+            "(the paper: Pythia-160M…, GPT-2)" if _kind(m) == REPRODUCTION else
+            f"{models.label(m)}, another model family than the paper's")
+
+
+def probes_trained(F, m: str, variants=(MAIN, "lora")) -> controls.Control:
+    """Positive control of a comparison of probes with LoRA on model `m`: every arm compared
+    moved perplexity off the frozen base (its interval over windows lies below 0) and trained
+    to its plateau (`controls.plateau` on its training loss)."""
+    st = F["studies"][m]
+    fix = f"train the probes longer (here {F['setup'][m]['steps']} steps) at full"
+    out = []
+    for v in variants:
+        lo, hi = st[v]["vs_base"]["ppl_ci"]
+        out.append(controls.Control(f"{v} moves perplexity off the frozen base (interval below "
+                                    "0)", f"{v} {_pct(st[v]['vs_base']['ppl_change'])} "
+                                    f"[{_pct(lo)}, {_pct(hi)}]", bool(hi is not None and hi < 0),
+                                    "" if hi is not None and hi < 0 else fix))
+        out.append(controls.plateau(st[v].get("train_loss"), what=f"{v} trained to its plateau",
+                                    fix=fix))
+    return controls.joined(*out)
+
+
+def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim:
+    """A P4 row from its models: each model one piece of evidence of its kind (`_kind`), guarded
+    by its own positive control; the headline by `HEADLINE_RULE`."""
+    pieces = {_kind(m): evidence(_kind(m), d, measured=texts[m], setting=_setting(m, kw["F"]),
+                                 control=positives[m]) for m, d in decs.items()}
+    kind, dec = headline(pieces)
+    failed = [positives[m] for m in decs if positives[m].failed]
+    pc = pieces[kind]["positive_control"] if kind else {}
+    needs = "; ".join([c.why() for c in failed] + [kw["needs"]])
+    return Claim(cid, "; ".join(texts.values()), dec.verdict, reason=dec.reason,
+                 control=kw["control"], needs=needs if dec.verdict in (INCONCLUSIVE, NOT_RUN)
+                 else "", scale=kw["scale"], positive_control=pc, evidence=pieces,
+                 note=kw.get("note", ""))
+
+
 def claim_ppl(F, S) -> Claim:
     """P4: "~40 % lower perplexity" from the frozen probes (Pythia-160M: −39 %). Any trained
     parameters lower perplexity on similar text, so the modules are judged against LoRA at the
     same trainable budget: the interval of PPL(modules)/PPL(LoRA) − 1 must lie below
     −MIN_PPL_GAIN (reproduced); above it, not reproduced."""
-    decs, texts = {}, []
+    decs, texts = {}, {}
     for m, st in F["studies"].items():
         r = st[MAIN]
         lo, hi = _over_seeds(F, m, "ppl_vs_lora", r["vs_lora"]["ppl_ci"])
         decs[m] = needs_seeds(effect(-hi - MIN_PPL_GAIN, -lo - MIN_PPL_GAIN,
                                      what=f"LoRA − modules PPL change beyond {MIN_PPL_GAIN:g}"),
                               _n_seeds(F, m))
-        texts.append(f"{models.label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
-                     f"({_pct(r['vs_base']['ppl_change'])} vs the frozen base); LoRA "
-                     f"{_pct(st['lora']['vs_base']['ppl_change'])}; modules vs LoRA "
-                     f"{_pct(r['vs_lora']['ppl_change'])} [{_pct(lo)}, {_pct(hi)}]")
-    return decided("P4.frozen-probe-ppl", all_of(decs), measured="; ".join(texts),
-                   control="LoRA on all attention projections at the nearest trainable budget, "
-                   "same batches, steps and learning rate",
-                   needs="≥ 3 seeds per variant and a learning-rate sweep per variant",
-                   scale=_scale(F))
+        texts[m] = (f"{models.label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
+                    f"({_pct(r['vs_base']['ppl_change'])} vs the frozen base); LoRA "
+                    f"{_pct(st['lora']['vs_base']['ppl_change'])}; modules vs LoRA "
+                    f"{_pct(r['vs_lora']['ppl_change'])} [{_pct(lo)}, {_pct(hi)}]")
+    return _by_model("P4.frozen-probe-ppl", decs, {m: probes_trained(F, m) for m in decs}, texts,
+                     F=F, control="LoRA on all attention projections at the nearest trainable "
+                     "budget, same batches, steps and learning rate",
+                     needs="≥ 3 seeds per variant and a learning-rate sweep per variant",
+                     scale=_scale(F))
 
 
 def claim_lambada(F, S) -> Claim:
@@ -82,7 +129,7 @@ def claim_lambada(F, S) -> Claim:
     same budget: the interval of accuracy(modules) − accuracy(LoRA) must lie above
     MIN_ACC_GAIN (reproduced; below it, not reproduced); a model counts only if its frozen base
     gets MIN_CORRECT items right."""
-    decs, texts = {}, []
+    decs, texts = {}, {}
     for m, st in F["studies"].items():
         b, r = st["base"], st[MAIN]
         lo, hi = r["vs_lora"]["acc_diff_ci"]
@@ -98,15 +145,14 @@ def claim_lambada(F, S) -> Claim:
                                          what=f"modules − LoRA accuracy beyond {MIN_ACC_GAIN:g}"),
                                   _n_seeds(F, m))
             t += f" [{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
-        texts.append(t)
-    lw = "" if S["lastword"] == "lambada" else f"; {S['lastword']} last-word items, not LAMBADA"
-    dec = all_of(decs)
-    return decided("P4.frozen-probe-lambada", dec, measured="; ".join(texts) + lw,
-                   control="LoRA at the nearest trainable budget, same batches, steps and "
-                   "learning rate",
-                   needs=("≥ 3 seeds per variant" if dec.verdict == INCONCLUSIVE else
-                          f"a model whose frozen base gets ≥ {MIN_CORRECT} items right"),
-                   scale=_scale(F))
+        texts[m] = t
+    lw = ("" if S["lastword"] == "lambada" else f"{S['lastword']} last-word items, not "
+          "LAMBADA: a transfer of the task as well")
+    return _by_model("P4.frozen-probe-lambada", decs, {m: probes_trained(F, m) for m in decs},
+                     texts, F=F, control="LoRA at the nearest trainable budget, same batches, "
+                     "steps and learning rate", note=lw,
+                     needs=f"≥ 3 seeds per variant; a model whose frozen base gets ≥ "
+                     f"{MIN_CORRECT} items right", scale=_scale(F))
 
 
 def claim_skip_by_depth(F, S) -> Claim:
@@ -114,7 +160,7 @@ def claim_skip_by_depth(F, S) -> Claim:
     measured by ablation — the perplexity change when one layer's skip is switched off — and
     the trend by Spearman ρ between layer and that change, with a Fisher-z interval, per
     model (the norm ratio ‖skip‖/‖attn‖ is reported too: it tracks activation scale)."""
-    decs, texts = {}, []
+    decs, texts = {}, {}
     for m, st in F["studies"].items():
         abl = st[MAIN]["skip_ablation"]
         rho, lo, hi = stats.spearman_interval([u["layer"] for u in abl],
@@ -125,12 +171,14 @@ def claim_skip_by_depth(F, S) -> Claim:
         decs[m] = needs_seeds(effect(lo - MIN_RHO, hi - MIN_RHO,
                                      what=f"Spearman ρ beyond {MIN_RHO:g}"), _n_seeds(F, m))
         top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
-        texts.append(f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
-                     f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "
-                     f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = {r_norm:+.2f}")
-    return decided("P4.skip-by-depth", all_of(decs), measured="; ".join(texts),
-                   control="no trend with depth (ρ = 0)",
-                   needs="≥ 3 seeds of the probes", scale=_scale(F))
+        texts[m] = (f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
+                    f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "
+                    f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = "
+                    f"{r_norm:+.2f}")
+    return _by_model("P4.skip-by-depth", decs,
+                     {m: probes_trained(F, m, (MAIN,)) for m in decs}, texts, F=F,
+                     control="no trend with depth (ρ = 0)", needs="≥ 3 seeds of the probes; the "
+                     "paper's own statistic, the learned skip gate per layer", scale=_scale(F))
 
 
 def claim_no_kv_overhead(F, S) -> Claim:
@@ -162,7 +210,13 @@ def claim_no_kv_overhead(F, S) -> Claim:
     else:
         dec = Decision(NOT_REPRODUCED, f"cache bytes equal: {ok_bytes}; cached = uncached: "
                        f"{ok_logits}")
-    return decided("P4.no-kv-overhead", dec, measured="; ".join(texts),
+    return decided("P4.no-kv-overhead", dec, measured="; ".join(texts), tested=REPRODUCTION,
+                   setting="the paper's modules built as it describes, on "
+                   + " and ".join(models.label(m) for m in F["studies"]),
+                   positive=controls.Control("a trained probe's logits differ from the base "
+                                             "model's (the check can tell models apart)",
+                                             f"differ beyond the tolerance: {ctrl}", bool(ctrl),
+                                             "" if ctrl else "a longer probe training"),
                    control="the frozen base model's uncached logits (must differ from a trained "
                    "probe's)", needs="a longer probe training, so the probes move off the base",
                    scale="2 prompts × 16 tokens, 4 decoded tokens")

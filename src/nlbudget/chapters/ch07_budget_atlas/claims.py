@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from nlbudget.verdicts import stats
+from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim,
                                       Decision, decided, share_of)
 
@@ -53,7 +53,14 @@ def claim_rf_recovers(F, S) -> Claim:
                    what=f"random features' gain over the linear surrogate beyond "
                    f"{RECOVER:.0%} of its cost")
     rec = [r["recovered"] for r in rows if r["recovered"] is not None]
-    return decided("BOOK.V.random-features-recover", dec,
+    held = [r.get("r2_rf_held_out") for r in rows]
+    positive = (controls.not_recorded(
+        "the random-feature read-out does not over-fit (held-out R² within 0.05 of its fit R²)",
+        "λ chosen by cross-validation on held-out windows, the held-out R² recorded")
+        if None in held else controls.joined(*(controls.not_overfit(
+            f"layer {r['layer']}'s read-out", r["r2_rf"], r["r2_rf_held_out"], 0.05,
+            "λ by cross-validation on held-out windows") for r in rows)))
+    return decided("BOOK.V.random-features-recover", dec, positive=positive,
                    measured=f"median share of the linear cost recovered {np.median(rec):+.0%} "
                    f"(range {min(rec):+.0%} … {max(rec):+.0%}); median cost linear "
                    f"{np.median([r['linear'] for r in rows]):+.2%}, random features "
@@ -63,7 +70,7 @@ def claim_rf_recovers(F, S) -> Claim:
                    "margin)", scale=_scale(F), kind="book")
 
 
-def relate(F, S, a: str, b: str, cid: str) -> Claim:
+def relate(F, S, a: str, b: str, cid: str, positive: controls.Control | None = None) -> Claim:
     """Lenses `a` and `b` relate across layers: Spearman ρ with a Fisher-z interval, beyond
     MIN_RHO, and a one-sided permutation test over layers (the control: no association).
     Reproduced when ρ's interval lies above MIN_RHO and the permutation p < ALPHA; not
@@ -91,12 +98,24 @@ def relate(F, S, a: str, b: str, cid: str) -> Claim:
         dec = Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}")
     else:
         dec = Decision(INCONCLUSIVE, f"ρ's interval holds {MIN_RHO:g}")
-    n_need = (math.ceil(3 + (1 + rho**2 / 2) * (1.96 / (math.atanh(rho) - math.atanh(MIN_RHO)))**2)
-              if math.isfinite(rho) and abs(rho - MIN_RHO) > 1e-6 and abs(rho) < 1 else None)
-    return decided(cid, dec, measured=f"{a} against {b}: {text}",
+    return decided(cid, dec, measured=f"{a} against {b}: {text}", positive=positive or
+                   controls.none_needed("two measured lenses, nothing fitted to relate them"),
                    control="no association across layers (permutation test over layers)",
-                   needs=(f"≈ {n_need} layers at this ρ (a larger model)" if n_need else
-                          "a larger model (more layers)"), scale=_scale(F), kind="book")
+                   needs=layers_to_decide(rho, int(ok.sum())), scale=_scale(F), kind="book")
+
+
+def layers_to_decide(rho: float, n: int) -> str:
+    """How many layers (at the ρ seen) would put ρ's Fisher-z interval clear of MIN_RHO; where
+    ρ lies so near MIN_RHO that more than ten times this model's layers would be needed, say
+    that more layers of this kind will not decide it."""
+    if not (math.isfinite(rho) and abs(rho) < 1) or abs(rho - MIN_RHO) < 1e-6:
+        return "a larger model (more layers)"
+    need = math.ceil(3 + (1 + rho**2 / 2) * (1.96 / (math.atanh(rho) - math.atanh(MIN_RHO)))**2)
+    if need > 10 * n:
+        return (f"ρ {rho:+.2f} lies at the margin {MIN_RHO:g}: ≈ {need:,} layers at this ρ, "
+                f"over ten times this model's {n} — more layers of one model will not decide "
+                "it; pretrained models of other families would")
+    return f"≈ {need} layers at this ρ (here {n}): a larger model, or several"
 
 
 def claim_linear_vs_asymmetry(F, S) -> Claim:
@@ -108,7 +127,12 @@ def claim_linear_vs_asymmetry(F, S) -> Claim:
 def claim_linear_vs_routing(F, S) -> Claim:
     """The book's question within P3: where linearizing costs more, does the gate's choice of
     tokens beat random routing by more (`relate`)?"""
-    return relate(F, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing")
+    gates = F["lenses"]["gate vs random"].get("gates_beat_chance")
+    positive = (controls.not_recorded(
+        "the routing lens has signal: chapter 04's gates beat chance on held-out tokens",
+        "chapter 04's gates trained on enough tokens (≥ 16k), its control recorded")
+        if gates is None else controls.Control(**gates))
+    return relate(F, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing", positive)
 
 
 CLAIMS = (claim_rf_recovers, claim_linear_vs_asymmetry, claim_linear_vs_routing)

@@ -1,0 +1,108 @@
+"""Positive controls: before a rule may say `reproduced` or `not reproduced`, the experiment
+must show that it *could* have detected the effect (assay sensitivity). A model trained from
+scratch has reached its plateau and its MLPs are measurably nonlinear; a gate beats chance on
+held-out tokens; a probe moves perplexity off its frozen base; the trained reference learns the
+task in the very setting compared; a fitted read-out does not over-fit.
+
+A `Control` says what must hold, what was measured, whether it held (`passed`: None where the
+row's experiment trains and fits nothing) and what would make it pass. A failed control turns a
+decision into `inconclusive` (`guarded`), naming the control and by how much it failed. A
+control whose figure the run did not record has failed: nothing shows the experiment could
+tell."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from nlbudget.verdicts import stats
+
+#: A learning curve has reached its plateau when the loss improved by less than this share
+#: over the last fifth of training (the upper end of a Welch interval of the improvement,
+#: the last fifth against the fifth before: a noisy curve does not pass by luck).
+PLATEAU_SHARE = 0.02
+
+
+@dataclass(frozen=True)
+class Control:
+    """One positive control: `what` must hold; `measured`, what the run found; `passed` (None:
+    nothing trained or fitted, nothing to control); `fix`, what would make it pass."""
+
+    what: str
+    measured: str
+    passed: bool | None
+    fix: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def failed(self) -> bool:
+        return self.passed is False
+
+    def why(self) -> str:
+        """The failed control in one line, for a row's `needs`."""
+        return (f"the positive control failed — {self.what}: {self.measured}"
+                + (f"; {self.fix}" if self.fix else ""))
+
+
+def none_needed(why: str) -> Control:
+    """A row whose experiment trains and fits nothing (a proof, a count, a re-analysis)."""
+    return Control(f"none needed: {why}", "", None)
+
+
+def joined(*controls: Control) -> Control:
+    """Several controls as one: passed when every one that applies passed, failed when any
+    failed; the failed ones first in the text."""
+    cs = [c for c in controls if c is not None]
+    if not cs:
+        return none_needed("no control given")
+    if len(cs) == 1:
+        return cs[0]
+    applied = [c for c in cs if c.passed is not None]
+    passed = None if not applied else all(c.passed for c in applied)
+    order = sorted(cs, key=lambda c: c.passed is not False)
+    return Control("; ".join(c.what for c in order),
+                   "; ".join(c.measured for c in order if c.measured), passed,
+                   "; ".join(c.fix for c in order if c.failed and c.fix))
+
+
+def not_recorded(what: str, fix: str) -> Control:
+    """A control whose figure this run did not record: failed (nothing shows it holds)."""
+    return Control(what, "not recorded by this run", False, fix)
+
+
+def above(what: str, lo: float | None, floor: float, measured: str, fix: str = "") -> Control:
+    """A control that holds when the lower end `lo` of an interval lies above `floor`."""
+    ok = lo is not None and np.isfinite(lo) and lo > floor
+    return Control(what, measured, bool(ok), "" if ok else fix)
+
+
+def plateau(curve, *, what: str = "trained to its plateau", share: float = PLATEAU_SHARE,
+            fix: str = "train longer") -> Control:
+    """A learning curve (losses, in training order) has reached its plateau: the loss improved
+    by less than `share` over the last fifth of training — the upper end of the Welch interval
+    of (mean of the fifth before − mean of the last fifth) / mean of the fifth before."""
+    v = np.asarray([x for x in (curve or []) if x is not None], float)
+    if len(v) < 10:
+        return Control(what, f"a learning curve of {len(v)} point(s): too short to show a "
+                       "plateau", False, fix)
+    n = len(v) // 5
+    before, last = v[-2 * n:-n], v[-n:]
+    d, lo, hi = stats.welch_interval(before, last)
+    base = float(before.mean())
+    rel, rlo, rhi = d / base, lo / base, hi / base
+    ok = bool(np.isfinite(rhi) and rhi < share)
+    return Control(what + f" (loss improved < {share:.0%} over the last fifth)",
+                   f"improvement over the last fifth {rel:+.1%} [{rlo:+.1%}, {rhi:+.1%}] "
+                   f"({len(v)} points, {v[0]:.3g} → {last.mean():.3g})", ok, "" if ok else fix)
+
+
+def not_overfit(what: str, fit: float, held_out: float, gap: float, fix: str = "") -> Control:
+    """A fitted model does not over-fit: its held-out score is not below its fit score by more
+    than `gap`."""
+    ok = bool(np.isfinite(fit) and np.isfinite(held_out) and fit - held_out <= gap)
+    return Control(what + f" (fit − held out ≤ {gap:g})",
+                   f"fit {fit:.3f}, held out {held_out:.3f} (gap {fit - held_out:+.3f})", ok,
+                   "" if ok else fix)
