@@ -323,6 +323,20 @@ def test_ch03_progressive_control_is_the_books_question_per_model():
                                                       ctl=(140.0, 130.0)), S) == INC  # one seed
 
 
+def test_ch03_u_shape_ranks_boundary_layers_against_the_middle():
+    S = settings(c3)
+    mid = [0.01 + 0.001 * (l % 3) for l in range(30)]
+    def shaped(early, late):
+        return [early + 1e-4 * l if l < 3 else late + 1e-4 * (l - 27) if l >= 27 else x
+                for l, x in enumerate(mid)]
+    assert verdict(c3.claim_u_shape, f03(shaped(0.2, 0.2)), S) == R
+    c = c3.claim_u_shape(f03(shaped(0.2, 0.2)), S)
+    assert c.verdict == TR and c.evidence["authors' data"]["measured"].startswith("pythia-2.8b")
+    assert verdict(c3.claim_u_shape, f03(shaped(0.001, 0.001)), S) == NR
+    assert verdict(c3.claim_u_shape, f03(shaped(0.2, 0.001)), S) == P
+    assert verdict(c3.claim_u_shape, f03(mid), S) == INC
+
+
 # ------------------------------------------------------------------ chapter 04
 
 
@@ -710,6 +724,33 @@ def test_ch06_probes_are_judged_against_lora_and_need_seeds():
     assert verdict(c6.claim_lambada, f06(vs_lora_acc=(-0.08, -0.02), seeds=(0, 1, 2)), S) == NR
 
 
+def f06c(pre_acc, lora_acc, lora_ppl=(-0.12, -0.08), seeds=(0, 1, 2), base_acc=0.5):
+    """Chapter 06's figures with the pre-projection variant and accuracy against the base."""
+    F = f06(seeds=seeds, base_acc=base_acc)
+    st = F["studies"]["smollm2-135m"]
+    st["pre"] = variant(35.5, 0.6)
+    st["pre"]["vs_base"].update(acc_change=sum(pre_acc) / 2, acc_ci=pre_acc)
+    st["lora"]["vs_base"].update(ppl_change=sum(lora_ppl) / 2, ppl_ci=lora_ppl,
+                                 acc_change=sum(lora_acc) / 2, acc_ci=lora_acc)
+    return F
+
+
+def test_ch06_comprehension_in_three_parts():
+    S = settings(c6)
+    fn = c6.claim_comprehension
+    assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01)), S) == R
+    assert verdict(fn, f06c((0.02, 0.1), (0.05, 0.1)), S) == P  # LoRA helps accuracy too
+    assert verdict(fn, f06c((-0.1, -0.05), (0.05, 0.1)), S) == NR
+    c = fn(f06c((0.02, 0.1), (-0.01, 0.01), lora_ppl=(0.01, 0.05)), S)  # LoRA learned nothing
+    assert c.verdict == INC and "off the frozen base" in c.needs
+    assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01), seeds=(0,)), S) == INC  # one seed
+    assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01), base_acc=0.05), S) == NRUN
+    F = f06c((0.02, 0.1), (-0.01, 0.01))
+    F["studies"]["smollm2-135m"]["pre"]["train_loss"] = list(range(20, 0, -1))  # no plateau
+    c = fn(F, S)
+    assert c.verdict == INC and "positive control failed" in c.needs
+
+
 def test_ch06_skip_by_depth():
     S = settings(c6)
     assert verdict(c6.claim_skip_by_depth, f06(), S) == INC  # one seed
@@ -799,7 +840,8 @@ UNREACHABLE = {
 
 #: Rows judged by stated parts: they must also reach `partly`.
 WITH_PARTS = {"claim_gate_routing", "claim_context_not_token", "claim_delta_skew",
-              "claim_sparse_construction", "claim_khop_residual_ln", "claim_symmetry_matters"}
+              "claim_sparse_construction", "claim_khop_residual_ln", "claim_symmetry_matters",
+              "claim_u_shape", "claim_comprehension"}
 
 
 def test_every_claim_function_reaches_every_verdict(monkeypatch):

@@ -10,8 +10,8 @@ from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, CHEAP_SHARE, a
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN,
                                       REPRODUCED, REPRODUCTION, TRANSFER, Claim, Decision,
-                                      all_of, decided, effect, evidence, k_of_n, needs_seeds,
-                                      share_of)
+                                      all_of, by_parts, decided, effect, evidence, k_of_n,
+                                      needs_seeds, share_of)
 
 #: GPT-2 Large: "no layer exceeds 3.7 % all-linear cost".
 LARGE_MAX = 0.037
@@ -389,8 +389,72 @@ def claim_progressive_control(F, S) -> Claim:
                    scale=_progressive_scale(S))
 
 
+#: The U-shape's layer groups by relative depth (layer / number of layers): boundary layers
+#: below EDGE or from 1 − EDGE·1.25 on, middle layers in MIDDLE — Pythia-2.8B's L0–L2 and
+#: L28–L31 against L7–L15, the paper's own groups, at any depth.
+EDGE, MIDDLE = 0.1, (0.2, 0.5)
+
+#: The rank test's level, per part.
+U_ALPHA = 0.05
+
+
+def u_shape(costs) -> tuple[Decision, dict]:
+    """Per-layer costs (in layer order) → (decision, parts): the early boundary layers cost
+    more than the middle ones, and so do the late ones — each by a one-sided Mann–Whitney rank
+    test over layers at U_ALPHA (ranks: one catastrophic layer, such as layer 0, counts as one
+    layer, not as its size): reproduced when the boundary group ranks above the middle, not
+    reproduced when it ranks below, else inconclusive."""
+    from scipy import stats as sps
+    c = np.asarray(costs, float)
+    rel = np.arange(len(c)) / len(c)
+    mid = c[(rel >= MIDDLE[0]) & (rel < MIDDLE[1])]
+    parts = {}
+    for name, grp in (("early layers costlier", c[rel < EDGE]),
+                      ("late layers costlier", c[rel >= 1 - 1.25 * EDGE])):
+        up = sps.mannwhitneyu(grp, mid, alternative="greater").pvalue
+        down = sps.mannwhitneyu(grp, mid, alternative="less").pvalue
+        text = (f"{len(grp)} {name.split()[0]} vs {len(mid)} middle layers: one-sided rank p "
+                f"{up:.3g} (costlier), {down:.3g} (cheaper)")
+        parts[name] = Decision(REPRODUCED if up < U_ALPHA else NOT_REPRODUCED
+                               if down < U_ALPHA else INCONCLUSIVE, text)
+    return by_parts(parts)
+
+
+def claim_u_shape(F, S) -> Claim:
+    """P3: "a striking U-shaped nonlinearity demand curve: boundary layers (L0–L2 and L28–L31)
+    are expensive to linearize, while middle layers (L7–L15) are cheap" (Pythia-2.8B, "mirrors
+    GPT-2 Medium"). Two parts (`u_shape`): early and late boundary layers each cost more than
+    the middle ones (Welch over layers, groups by relative depth, EDGE and MIDDLE); the
+    author's sweeps of Pythia-2.8B and GPT-2 Medium, then SmolLM2 as a transfer."""
+    a_decs, texts = {}, []
+    for m in ("pythia-2.8b", "gpt2-medium"):
+        t = _author(m)
+        (dec, parts) = u_shape(t.cost_pct.to_numpy() / 100)
+        a_decs[m] = Decision(dec.verdict, dec.reason)
+        texts.append(f"{m}: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
+    a_all = all_of(a_decs)
+    authors = evidence(AUTHORS, a_all, measured="; ".join(texts), setting=AUTHOR_FILES
+                       + "; the sweeps' point estimates per layer (the interval is over layers)",
+                       control=controls.none_needed("the author's trained models and files"))
+    name = _main(F)
+    c = F["pretrained"][name]["cost"]["keep-first"]
+    dec, parts = u_shape(c)
+    n = len(c)
+    return decided("P3.u-shape", dec, parts=parts, tested=TRANSFER, positive=detects_costs(F),
+                   authors=authors, setting=f"{name} ({n} layers), another family than the "
+                   "paper's", measured=f"{name}: boundary layers {n and int(np.ceil(EDGE * n))} "
+                   f"first and last, middle {MIDDLE[0]:.0%}–{MIDDLE[1]:.0%} of depth: "
+                   + ", ".join(f"{k}: {v}" for k, v in parts.items())
+                   + f"; per-layer cost first {c[0]:+.1%}, middle median "
+                   f"{np.median(c[int(MIDDLE[0] * n):int(MIDDLE[1] * n)]):+.1%}, last {c[-1]:+.1%}",
+                   control="the middle layers' costs (relative depth 20–50 %), over layers",
+                   needs="a model with more layers (each group holds a few layers)",
+                   scale=_scale(F, S))
+
+
 CLAIMS = (claim_layers_linearizable, claim_negative_regularization, claim_gpt2_large_max_cost,
-          claim_sequential_vs_parallel, claim_progressive, claim_progressive_control)
+          claim_sequential_vs_parallel, claim_progressive, claim_progressive_control,
+          claim_u_shape)
 
 
 def claims(F: dict, S: dict) -> list[Claim]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from nlbudget.assets import models
 from nlbudget.chapters.ch06_preprojection_probes.study import MAIN, MIN_CORRECT
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
-                                      REPRODUCTION, TRANSFER, Claim, Decision, all_of, decided,
-                                      effect, evidence, headline, needs_seeds)
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
+                                      REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
+                                      decided, effect, evidence, headline, needs_seeds, null)
 
 #: Cached decoding "equals" the uncached forward when their logits differ by at most
 #: NOISE_FACTOR × the frozen base model's own cached-vs-uncached difference (its rounding in
@@ -95,10 +95,13 @@ def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim
     failed = [positives[m] for m in decs if positives[m].failed]
     pc = pieces[kind]["positive_control"] if kind else {}
     needs = "; ".join([c.why() for c in failed] + [kw["needs"]])
+    parts = {}
+    if dec.verdict == PARTLY:  # the parts of the model that sets the headline
+        parts = next(p for m, p in kw.get("parts", {}).items() if _kind(m) == kind)
     return Claim(cid, "; ".join(texts.values()), dec.verdict, reason=dec.reason,
                  control=kw["control"], needs=needs if dec.verdict in (INCONCLUSIVE, NOT_RUN)
                  else "", scale=kw["scale"], positive_control=pc, evidence=pieces,
-                 note=kw.get("note", ""))
+                 note=kw.get("note", ""), parts=parts)
 
 
 def claim_ppl(F, S) -> Claim:
@@ -222,7 +225,47 @@ def claim_no_kv_overhead(F, S) -> Claim:
                    scale="2 prompts × 16 tokens, 4 decoded tokens")
 
 
-CLAIMS = (claim_lambada, claim_ppl, claim_skip_by_depth, claim_no_kv_overhead)
+def claim_comprehension(F, S) -> Claim:
+    """P4: "pre-projection alone helps comprehension, LoRA alone helps perplexity but not
+    comprehension". Per model, against the frozen base on the same items and windows, two
+    parts: pre-projection raises last-word accuracy (interval above 0); LoRA does not raise it
+    (its change within ±MIN_ACC_GAIN). That LoRA lowers perplexity is the positive control
+    (`probes_trained`: both arms moved perplexity off the base). A model whose frozen base gets
+    fewer than MIN_CORRECT items right is not counted."""
+    decs, texts, parts = {}, {}, {}
+    for m, st in F["studies"].items():
+        if "pre" not in st or "lora" not in st:
+            decs[m], texts[m] = Decision(NOT_RUN, "no pre-projection or LoRA variant"), m
+            continue
+        pre, lora = st["pre"]["vs_base"], st["lora"]["vs_base"]
+        t = (f"{models.label(m)}: accuracy vs the frozen base, pre-projection "
+             f"{_pct(pre.get('acc_change'))} [{_pct(pre['acc_ci'][0])}, {_pct(pre['acc_ci'][1])}]"
+             f", LoRA {_pct(lora.get('acc_change'))} [{_pct(lora['acc_ci'][0])}, "
+             f"{_pct(lora['acc_ci'][1])}]; LoRA perplexity {_pct(lora['ppl_change'])} "
+             f"[{_pct(lora['ppl_ci'][0])}, {_pct(lora['ppl_ci'][1])}]")
+        if st["base"]["correct"] < MIN_CORRECT or None in (*pre["acc_ci"], *lora["acc_ci"]):
+            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
+            texts[m] = t + " (not counted: base too weak)"
+            continue
+        # "LoRA helps perplexity" is the positive control (both arms moved perplexity off the
+        # base): the rule judges the two comprehension parts
+        dec, parts[m] = by_parts({
+            "pre-projection helps comprehension": effect(*pre["acc_ci"], what="accuracy gain"),
+            "LoRA not comprehension": null(*lora["acc_ci"], margin=MIN_ACC_GAIN,
+                                           what="LoRA's accuracy change")})
+        decs[m] = needs_seeds(dec, _n_seeds(F, m))
+        texts[m] = t
+    return _by_model("P4.comprehension", decs,
+                     {m: probes_trained(F, m, ("pre", "lora")) if "pre" in F["studies"][m]
+                      else controls.none_needed("not run") for m in decs}, texts, F=F,
+                     parts=parts, control="the frozen base on the same items and windows",
+                     needs=f"≥ 3 seeds per variant; more last-word items (here {F['n_items']})",
+                     scale=_scale(F), note=("" if S["lastword"] == "lambada" else
+                                            f"{S['lastword']} last-word items, not LAMBADA"))
+
+
+CLAIMS = (claim_lambada, claim_ppl, claim_skip_by_depth, claim_no_kv_overhead,
+          claim_comprehension)
 
 
 def claims(F: dict, S: dict) -> list[Claim]:

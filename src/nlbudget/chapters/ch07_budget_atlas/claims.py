@@ -33,6 +33,27 @@ def _scale(F) -> str:
             f"{m['eval_tokens']:,}")
 
 
+#: The random-feature read-out over-fits a layer when its held-out R² is below its fit R² by
+#: more than this.
+OVERFIT_GAP = 0.05
+
+
+def read_out_generalises(rows: list) -> controls.Control:
+    """Positive control of the random-feature claim: no layer's read-out over-fits (held-out R²
+    within OVERFIT_GAP of its fit R²); a read-out that only memorises its fit tokens cannot
+    show what a random nonlinearity recovers on others."""
+    what = (f"the random-feature read-out does not over-fit (held-out R² within {OVERFIT_GAP} "
+            "of its fit R², every layer)")
+    fix = "λ chosen by cross-validation on held-out windows"
+    if any(r.get("r2_rf_held_out") is None for r in rows):
+        return controls.not_recorded(what, fix + ", the held-out R² recorded")
+    gaps = [r["r2_rf"] - r["r2_rf_held_out"] for r in rows]
+    bad = sum(g > OVERFIT_GAP for g in gaps)
+    return controls.Control(what, f"{bad} of {len(rows)} layers over-fit (gap median "
+                            f"{np.median(gaps):+.3f}, largest {max(gaps):+.3f})", bad == 0,
+                            fix if bad else "")
+
+
 def claim_rf_recovers(F, S) -> Claim:
     """The book's question, from P2's lens: does a *fixed, untrained* nonlinearity of the MLP's
     width, with only its read-out fitted in closed form, recover part of what the linear
@@ -53,13 +74,7 @@ def claim_rf_recovers(F, S) -> Claim:
                    what=f"random features' gain over the linear surrogate beyond "
                    f"{RECOVER:.0%} of its cost")
     rec = [r["recovered"] for r in rows if r["recovered"] is not None]
-    held = [r.get("r2_rf_held_out") for r in rows]
-    positive = (controls.not_recorded(
-        "the random-feature read-out does not over-fit (held-out R² within 0.05 of its fit R²)",
-        "λ chosen by cross-validation on held-out windows, the held-out R² recorded")
-        if None in held else controls.joined(*(controls.not_overfit(
-            f"layer {r['layer']}'s read-out", r["r2_rf"], r["r2_rf_held_out"], 0.05,
-            "λ by cross-validation on held-out windows") for r in rows)))
+    positive = read_out_generalises(rows)
     return decided("BOOK.V.random-features-recover", dec, positive=positive,
                    measured=f"median share of the linear cost recovered {np.median(rec):+.0%} "
                    f"(range {min(rec):+.0%} … {max(rec):+.0%}); median cost linear "

@@ -46,7 +46,8 @@ SETTINGS = {
 #: The lenses, in the atlas's order: (name, chapter, what a high value means).
 LENSES = (("linear cost", "03", "the ridge surrogate costs more perplexity"),
           ("random-feature recovery", "07", "a frozen random nonlinearity recovers more of it"),
-          ("gate vs random", "04", "the d+1 gate beats random routing of as many tokens"),
+          ("gate vs random", "04", "the d+1 gate saves more of what random routing of as "
+                                   "many tokens costs"),
           ("exchange asymmetry", "02", "the trained gate↔up pair is further from symmetric "
                                        "than a random one"),
           ("skip use", "06", "switching off the trained content skip costs more"))
@@ -144,7 +145,10 @@ def lenses(measured: dict, S: dict, results_dir=None) -> dict:
     extra = {}
     try:
         rows04 = f04["pretrained"][name]["per_layer"]
-        out["gate vs random"] = [r["random"]["vs_gate"] for r in rows04]
+        # normalised by random routing's own cost: the share of it the gate's choice saves
+        # (None where random routing costs nothing to save)
+        out["gate vs random"] = [r["random"]["vs_gate"] / r["random"]["cost"]
+                                 if r["random"]["cost"] > 0 else None for r in rows04]
         # the lens's positive control: chapter 04's gates beat chance on held-out tokens
         k = sum(r["auc_family"]["linear:x"][1] > 0.5 for r in rows04)
         extra["gate vs random"] = {"gates_beat_chance": {
