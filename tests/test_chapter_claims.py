@@ -428,15 +428,22 @@ def test_ch04_larger_gates():
 
 def test_ch04_context_not_token():
     S = settings(c4)
+
+    def transfer(F):
+        """The author's own AUC files decide the headline (on their points: context within
+        0.004 of full, token within 0.07 of chance); the transfer is judged beside them."""
+        c = c4.claim_context_not_token(F, S)
+        assert c.verdict == R and c.reason.startswith("authors' data")
+        return {TR: R, DNT: NR}.get(c.evidence["transfer"]["verdict"],
+                                    c.evidence["transfer"]["verdict"])
+
     ok = dict(ctx_diff=(0.0, -0.002, 0.002))  # within the paper's 0.004
-    assert verdict(c4.claim_context_not_token, f04(**ok), S) == R
+    assert transfer(f04(**ok)) == R
     # the paper's own token-only AUCs (up to 0.568) count as chance
-    assert verdict(c4.claim_context_not_token, f04(**ok, tok_auc=(0.56, 0.55, 0.565)), S) == R
-    assert verdict(c4.claim_context_not_token, f04(**ok, tok_auc=(0.62, 0.58, 0.65)), S) == P
-    assert verdict(c4.claim_context_not_token, f04(ctx_diff=(-0.05, -0.07, -0.03),
-                                                   tok_auc=(0.62, 0.58, 0.65)), S) == NR
-    assert verdict(c4.claim_context_not_token, f04(ctx_diff=(0.0, -0.03, 0.03),
-                                                   tok_auc=(0.55, 0.47, 0.63)), S) == INC
+    assert transfer(f04(**ok, tok_auc=(0.56, 0.55, 0.565))) == R
+    assert transfer(f04(**ok, tok_auc=(0.62, 0.58, 0.65))) == P
+    assert transfer(f04(ctx_diff=(-0.05, -0.07, -0.03), tok_auc=(0.62, 0.58, 0.65))) == NR
+    assert transfer(f04(ctx_diff=(0.0, -0.03, 0.03), tok_auc=(0.55, 0.47, 0.63))) == INC
 
 
 def test_ch04_nofly_null_claim_needs_power():
