@@ -384,15 +384,6 @@ def f04(rows=None, compound=(0.01, 0.005, 0.015, 0.2), nofly=(0.0, -0.1, 0.1), f
             "two_phase": {k: two_phase_run(*two_phase, seeds) for k in ("neox-seq", "neox-par")}}
 
 
-def test_ch04_power_calculation_counts_the_windows_that_would_decide():
-    w = c4.windows_to_decide
-    # decided already: the windows there are; twice the half-width of the distance: 4×
-    assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 0.5) == 8
-    assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 1.0) == 32
-    assert w({"a": (0.03, 0.01), "b": (0.02, 0.01)}, 10, 0.5) == 40
-    assert w({"a": (0.03, 0.0)}, 8, 1.0) is None  # a point on its edge never decides
-
-
 def test_ch04_routing_against_random_routing():
     S = settings(c4)
     assert verdict(c4.claim_gate_routing, f04(), S) == R

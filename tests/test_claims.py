@@ -158,3 +158,34 @@ def test_window_intervals_are_scipys_bca():
     assert lo < np.expm1((new - base).mean()) < hi and hi - lo > 0
     lo, hi = stats.bootstrap_paired(rng.integers(0, 2, 50), rng.integers(0, 2, 50), "diff")
     assert lo < hi  # 0/1 items with spread: never a zero-width interval
+
+
+def test_power_calculation_counts_the_windows_that_would_decide():
+    w = claims.windows_to_decide
+    # decided already: the windows there are; twice the half-width of the distance: 4×
+    assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 0.5) == 8
+    assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 1.0) == 32
+    assert w({"a": (0.03, 0.01), "b": (0.02, 0.01)}, 10, 0.5) == 40
+    assert w({"a": (0.03, 0.0)}, 8, 1.0) is None  # a point on its edge never decides
+
+
+def test_fdr_discoveries_split_by_sign_and_correct_over_rows():
+    f = claims.fdr_discoveries
+    # one clear improvement, one clear worsening, one on 0
+    assert f([-0.05, 0.05, 0.0], [(-0.06, -0.04), (0.04, 0.06), (-0.01, 0.01)]) == ([0], [1])
+    # p = 0.02 alone is a discovery; among 20 rows of p ≈ 1 it is not (BH: 0.02 · 20 > 0.05)
+    se = 0.01 / 1.959964
+    lone = [(-2.326 * se, (-2.326 * se - 0.01, -2.326 * se + 0.01))]
+    assert f(*zip(*lone)) == ([0], [])
+    many = lone + [(0.0, (-0.01, 0.01))] * 19
+    assert f(*map(list, zip(*many))) == ([], [])
+    # the rate is the caller's: at q = 0.5 it is found again
+    assert f(*map(list, zip(*many)), q=0.5) == ([0], [])
+
+
+def test_fisher_interval_matches_scipys_pearson_interval():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60)
+    y = 0.3 * x + rng.normal(size=60)
+    r, lo, hi = stats.correlation_interval(x, y)
+    assert claims.fisher_interval(r, 60) == pytest.approx((lo, hi), abs=1e-9)

@@ -41,6 +41,18 @@ def test_overfit_and_floors_and_joined():
     j = controls.joined(ok, bad, na)
     assert j.passed is False and j.what.startswith("b") and j.fix == "fix b"
     assert controls.joined(na).passed is None
+    # two failed controls with one remedy name it once
+    again = controls.Control("b2", "", False, "fix b")
+    assert controls.joined(bad, again, ok).fix == "fix b"
+
+
+def test_majority_over_layers():
+    R, N, I = (V.Decision(V.REPRODUCED, ""), V.Decision(V.NOT_REPRODUCED, ""),
+               V.Decision(V.INCONCLUSIVE, ""))
+    assert V.majority([R] * 8 + [I] * 2, 0.8, "x").verdict == V.REPRODUCED
+    assert V.majority([R] * 7 + [N] * 3, 0.8, "x").verdict == V.NOT_REPRODUCED
+    d = V.majority([R] * 7 + [I] * 3, 0.8, "x")
+    assert d.verdict == V.INCONCLUSIVE and "7 of 10 layers hold, 0 do not" in d.reason
 
 
 def test_a_failed_control_turns_any_decision_inconclusive():

@@ -31,6 +31,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+from scipy import stats as sps
+
 from nlbudget.verdicts import stats
 from nlbudget.verdicts.controls import Control
 
@@ -361,3 +364,55 @@ def by_parts(decisions: dict[str, Decision]) -> tuple[Decision, dict[str, str]]:
     reason, and the parts' verdicts (for `Claim.parts`)."""
     parts = {k: d.verdict for k, d in decisions.items()}
     return Decision(combine(parts).verdict, "; ".join(d.reason for d in decisions.values())), parts
+
+
+def majority(decisions: list[Decision], share: float, what: str, unit: str = "layers") -> Decision:
+    """Per-unit decisions (one per layer, say) → one: reproduced if at least `share` of them
+    reproduce, not reproduced if the rest cannot reach it, inconclusive otherwise."""
+    n = len(decisions)
+    yes = sum(d.verdict == REPRODUCED for d in decisions)
+    no = sum(d.verdict == NOT_REPRODUCED for d in decisions)
+    text = f"{what}: {yes} of {n} {unit} hold, {no} do not (needed: {share:.0%})"
+    if yes >= share * n:
+        return Decision(REPRODUCED, text)
+    if n - no < share * n:
+        return Decision(NOT_REPRODUCED, text)
+    return Decision(INCONCLUSIVE, text)
+
+
+def points_within(values, margin: float, what: str, unit: str = "layers") -> Decision:
+    """A null claim read on point estimates (an author's file without intervals): reproduced
+    if every value lies within ±margin, not reproduced if any lies beyond it."""
+    v = np.asarray(values, float)
+    text = (f"{what} {v.min():+.4f} to {v.max():+.4f} over {len(v)} {unit} (point estimates, "
+            f"no interval), against ±{margin:g}")
+    return Decision(REPRODUCED if np.all(np.abs(v) < margin) else NOT_REPRODUCED, text)
+
+
+def fisher_interval(r: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Fisher-z interval of a correlation r reported over n pairs (a paper's table, with no
+    pairs to resample)."""
+    h = sps.norm.ppf(0.5 + level / 2) / np.sqrt(n - 3)
+    return float(np.tanh(np.arctanh(r) - h)), float(np.tanh(np.arctanh(r) + h))
+
+
+def windows_to_decide(rows: dict, windows: int, share: float) -> int | None:
+    """A power calculation from a run's own intervals: how many windows would decide `share`
+    of the rows. `rows` maps a row to (half-width of its interval, distance from its point to
+    the edge it must clear); the half-width narrows as 1/√windows (windows are the resampled
+    units), so a row needs windows × (half-width / distance)². Returns the count at which
+    `share` of the rows decide (None: too many points lie on their edge)."""
+    need = sorted(windows if hw < dist else int(np.ceil(windows * (hw / dist) ** 2))
+                  for hw, dist in rows.values() if dist > 0 and np.isfinite(hw))
+    k = int(np.ceil(share * len(rows)))
+    return need[k - 1] if 0 < k <= len(need) else None
+
+
+def fdr_discoveries(points: list, cis: list, q: float = 0.05) -> tuple[list[int], list[int]]:
+    """The rows whose point lies below 0 and above 0 at a false discovery rate of `q` over the
+    rows (Benjamini–Hochberg, scipy's): each row's two-sided p from its uncorrected 95 %
+    interval by the normal approximation (se = width / 3.92)."""
+    z = np.array([c / max((hi - lo) / (2 * 1.959964), 1e-12) for c, (lo, hi) in zip(points, cis)])
+    found = sps.false_discovery_control(2 * sps.norm.sf(np.abs(z)), method="bh") < q
+    return ([i for i in range(len(z)) if found[i] and z[i] < 0],
+            [i for i in range(len(z)) if found[i] and z[i] > 0])

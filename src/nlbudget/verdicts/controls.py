@@ -54,7 +54,7 @@ def none_needed(why: str) -> Control:
 
 def joined(*controls: Control) -> Control:
     """Several controls as one: passed when every one that applies passed, failed when any
-    failed; the failed ones first in the text."""
+    failed; the failed ones first in the text, each fix named once."""
     cs = [c for c in controls if c is not None]
     if not cs:
         return none_needed("no control given")
@@ -65,7 +65,15 @@ def joined(*controls: Control) -> Control:
     order = sorted(cs, key=lambda c: c.passed is not False)
     return Control("; ".join(c.what for c in order),
                    "; ".join(c.measured for c in order if c.measured), passed,
-                   "; ".join(c.fix for c in order if c.failed and c.fix))
+                   "; ".join(dict.fromkeys(c.fix for c in order if c.failed and c.fix)))
+
+
+def trained(curves: dict, fix: str, *others: Control) -> Control:
+    """Each model of `curves` ({name: its recorded validation curve, or None}) trained to its
+    plateau (`plateau`; `not_recorded` where the run kept no curve), joined with `others`."""
+    return joined(*(plateau(c, what=f"{k} trained to its plateau", fix=fix) if c else
+                    not_recorded(f"{k} trained to its plateau (its validation curve)", fix)
+                    for k, c in curves.items()), *others)
 
 
 def not_recorded(what: str, fix: str) -> Control:

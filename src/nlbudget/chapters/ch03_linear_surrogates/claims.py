@@ -96,12 +96,8 @@ def pair_trained(F) -> controls.Control:
     fix = f"train the pair to its plateau at full (pair_steps; here {ppl})"
     abl = min(p["ablation"]["cost"] for p in pr.values())
     lo = max(lo for p in pr.values() for lo, _ in p["report"]["ci_family"]["plain"])
-    curves = [(k, p.get("curve")) for k, p in pr.items()]
-    plateaus = [controls.plateau(c, what=f"{k} trained to its plateau", fix=fix) if c else
-                controls.not_recorded(f"{k} trained to its plateau (its validation curve)", fix)
-                for k, c in curves]
-    return controls.joined(
-        *plateaus,
+    return controls.trained(
+        {k: p.get("curve") for k, p in pr.items()}, fix,
         controls.above(f"the pair's MLPs matter (zeroing them ≥ +{MIN_ABLATION:.0%} PPL)", abl,
                        MIN_ABLATION, f"zeroing the MLPs: {abl:+.0%} at least", fix),
         controls.above(f"the pair's MLPs are nonlinear (largest corrected all-linear cost "

@@ -11,8 +11,9 @@ from nlbudget.assets import models
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                                       REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
-                                      decided, effect, evidence, k_of_n, needs_seeds, null,
-                                      share_of)
+                                      decided, effect, evidence, fdr_discoveries,
+                                      fisher_interval, k_of_n, majority, needs_seeds, null,
+                                      points_within, share_of, windows_to_decide)
 
 #: P3: "25–56 % of tokens routed linear at < 1 % PPL cost".
 MIN_ROUTED, MAX_COST = 0.25, 0.01
@@ -34,11 +35,9 @@ AUC_MODEST, AUC_PAPER_MIN = 0.65, 0.54
 #: a margin relative to what the small gate finds, not a fixed number of points.
 LARGER_SHARE, AUC_MARGIN = 0.25, 0.005
 
-#: "The context-only gate matches the full gate within 0.004 AUC": the paper's own margin.
-CONTEXT_MARGIN = 0.004
-
-#: "Token-only ≈ chance": within this of 0.5 — the paper's own token-only AUCs reach 0.568.
-CHANCE_MARGIN = 0.07
+#: "The context-only gate matches the full gate within 0.004 AUC": the paper's own margin;
+#: "token-only ≈ chance": within 0.07 of 0.5 — the paper's own token-only AUCs reach 0.568.
+CONTEXT_MARGIN, CHANCE_MARGIN = 0.004, 0.07
 
 #: A claim about layers holds when this share of layers shows it.
 LAYER_SHARE = 0.8
@@ -54,8 +53,9 @@ PAPER_NOFLY = {"same domain": (0.041, 149), "cross-domain": (-0.062, 100)}
 #: δ: "near-linear" is |δ| < 0.05 nats; "most" is over half; the top tenth carries "most".
 MOST = 0.5
 
-#: "At 4 of 23 layers, the linear path improves perplexity" (gated): the paper's share.
-PAPER_GATED_IMPROVING = 4 / 23
+#: "At 4 of 23 layers, the linear path improves perplexity" (gated): the paper's share; the
+#: layers are counted at a false discovery rate of FDR over layers.
+PAPER_GATED_IMPROVING, FDR = 4 / 23, 0.05
 
 #: Compound gating: "minimal cost" is under this, "saves ~21 %" is at least this share.
 COMPOUND_MAX_COST, COMPOUND_MIN_SAVED = 0.02, 0.15
@@ -114,11 +114,8 @@ def pair_nonlinear(F) -> controls.Control:
     fix = "train the pair to its plateau at full (chapter 03's pair_steps)"
     lo = max((r["all_linear"]["ci"][0] for p in F["pair"].values() for r in p["per_layer"]),
              default=float("nan"))
-    return controls.joined(
-        *(controls.plateau(p["curve"], what=f"{k} trained to its plateau", fix=fix)
-          if p.get("curve") else controls.not_recorded(f"{k} trained to its plateau (its "
-                                                       "validation curve)", fix)
-          for k, p in F["pair"].items()),
+    return controls.trained(
+        {k: p.get("curve") for k, p in F["pair"].items()}, fix,
         controls.above(f"the pair's MLPs are nonlinear (largest all-linear cost > "
                        f"{NONLINEAR_FLOOR:.0%})", lo, NONLINEAR_FLOOR,
                        f"linear to within {lo:+.3%} (largest lower end)", fix))
@@ -140,39 +137,11 @@ def _scale(F, S):
             f"select, {t['eval']:,} eval tokens")
 
 
-def windows_to_decide(rows: dict, windows: int, share: float) -> int | None:
-    """A power calculation from this run's own intervals: how many windows would decide
-    `share` of the rows. `rows` maps a row to (half-width of its interval, distance from its
-    point to the edge it must clear); the half-width narrows as 1/√windows (windows are the
-    resampled units), so a row needs windows × (half-width / distance)². Returns the count at
-    which `share` of the rows decide (None: too many points lie on their edge)."""
-    need = sorted(windows if hw < dist else int(np.ceil(windows * (hw / dist) ** 2))
-                  for hw, dist in rows.values() if dist > 0 and np.isfinite(hw))
-    k = int(np.ceil(share * len(rows)))
-    return need[k - 1] if 0 < k <= len(need) else None
-
-
 def _needs_windows(n: int | None, windows: int, what: str) -> str:
+    if n is not None and n <= windows:
+        return ""  # the windows there are would decide: what is missing lies elsewhere
     return (f"≈ {n:,} {what} (here {windows}; a power calculation from this run's corrected "
             f"intervals, which narrow as 1/√windows)" if n else f"more {what} (here {windows})")
-
-
-def _all_reports(F):
-    return {**F["pretrained"], **F["pair"]}
-
-
-def _majority(decisions: list[Decision], share: float, what: str) -> Decision:
-    """Per-layer decisions → one: reproduced if at least `share` reproduce, not reproduced
-    if the rest cannot reach it, inconclusive otherwise."""
-    n = len(decisions)
-    yes = sum(d.verdict == REPRODUCED for d in decisions)
-    no = sum(d.verdict == NOT_REPRODUCED for d in decisions)
-    text = f"{what}: {yes} of {n} layers hold, {no} do not (needed: {share:.0%})"
-    if yes >= share * n:
-        return Decision(REPRODUCED, text)
-    if n - no < share * n:
-        return Decision(NOT_REPRODUCED, text)
-    return Decision(INCONCLUSIVE, text)
 
 
 def claim_gate_routing(F, S) -> Claim:
@@ -264,7 +233,7 @@ def claim_larger_gates(F, S) -> Claim:
     gain over the d+1 gate stays below LARGER_SHARE of the d+1 gate's own AUC above chance, at
     least AUC_MARGIN (corrected interval)."""
     gains, margin = {}, {}
-    for m, rep in _all_reports(F).items():
+    for m, rep in {**F["pretrained"], **F["pair"]}.items():
         for r in rep["per_layer"]:
             for k, v in r["auc_diff_family"].items():
                 if k.startswith("mlp-"):
@@ -308,15 +277,15 @@ def claim_context_not_token(F, S) -> Claim:
                 margin=CONTEXT_MARGIN) for r in rows]
     tokd = [null(r["auc_family"]["linear:e"][1] - 0.5, r["auc_family"]["linear:e"][2] - 0.5,
                  margin=CHANCE_MARGIN) for r in rows]
-    dc = _majority(ctx, LAYER_SHARE, "context ≈ full")
-    dt = _majority(tokd, LAYER_SHARE, "token ≈ chance")
+    dc = majority(ctx, LAYER_SHARE, "context ≈ full")
+    dt = majority(tokd, LAYER_SHARE, "token ≈ chance")
     dec, parts = by_parts({"context ≈ full": dc, "token ≈ chance": dt})
     aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:h", "linear:c", "linear:e")}
     rng = {k: f"{min(v):.3f}–{max(v):.3f}" for k, v in aucs.items()}
     ref = reference("context_vs_token")
-    a_parts = {"context ≈ full": _points_within(ref.context_only - ref.full, CONTEXT_MARGIN,
+    a_parts = {"context ≈ full": points_within(ref.context_only - ref.full, CONTEXT_MARGIN,
                                                 "context − full AUC"),
-               "token ≈ chance": _points_within(ref.token_only - 0.5, CHANCE_MARGIN,
+               "token ≈ chance": points_within(ref.token_only - 0.5, CHANCE_MARGIN,
                                                 "token AUC − 0.5")}
     a_dec, _ = by_parts(a_parts)
     authors = evidence(
@@ -339,15 +308,6 @@ def claim_context_not_token(F, S) -> Claim:
                    needs="more held-out select windows", scale=_scale(F, S),
                    note="split in the residual stream (h = e + c exactly), not the paper's x − e "
                    "(x is normalized, e is not)")
-
-
-def _points_within(values, margin: float, what: str) -> Decision:
-    """A null claim read on point estimates (an author's file without intervals): reproduced
-    if every value lies within ±margin, not reproduced if any lies beyond it."""
-    v = np.asarray(values, float)
-    text = (f"{what} {v.min():+.4f} to {v.max():+.4f} over {len(v)} layers (point estimates, "
-            f"no interval), against ±{margin:g}")
-    return Decision(REPRODUCED if np.all(np.abs(v) < margin) else NOT_REPRODUCED, text)
 
 
 def claim_delta_skew(F, S) -> Claim:
@@ -396,9 +356,7 @@ def claim_nofly(F, S) -> Claim:
         "all-token δ correlation between its two halves lies above 0", sc[0], 0.0,
         f"same domain, all {same['n_common']} common tokens: ρ {fr(same.get('r_common'))} "
         f"(CI {fr(sc[0])}…{fr(sc[1])})", "more no-fly windows (≈ 200 at one layer)")
-    ivs = {k: (np.tanh(np.arctanh(r) - 1.959964 / np.sqrt(n - 3)),
-               np.tanh(np.arctanh(r) + 1.959964 / np.sqrt(n - 3)))
-           for k, (r, n) in PAPER_NOFLY.items()}
+    ivs = {k: fisher_interval(r, n) for k, (r, n) in PAPER_NOFLY.items()}
     authors = evidence(
         AUTHORS, all_of({k: null(*iv, margin=R_MARGIN, what=f"ρ ({k})") for k, iv in ivs.items()}),
         measured="; ".join(f"{k}: r = {r:+.3f} over {n} tokens found again, 95 % CI "
@@ -422,6 +380,13 @@ def claim_nofly(F, S) -> Claim:
         "the author's own cross-domain ρ (−0.062) lies just outside the paper's ±0.05")
 
 
+def _compound(saved: float, lo: float, hi: float) -> Decision:
+    if saved < COMPOUND_MIN_SAVED:
+        return Decision(NOT_REPRODUCED, f"only {saved:.0%} of forward FLOPs saved")
+    d = effect(COMPOUND_MAX_COST - hi, COMPOUND_MAX_COST - lo, what="2 % − compound cost")
+    return Decision(d.verdict, d.reason + f"; {saved:.0%} of FLOPs saved")
+
+
 def claim_compound(F, S) -> Claim:
     """P3: "gating all layers at once saves ~21 % of forward-pass FLOPs at minimal PPL cost".
     One conditional statement: a saving of at least COMPOUND_MIN_SAVED of forward FLOPs (a count)
@@ -430,18 +395,10 @@ def claim_compound(F, S) -> Claim:
     comp = F["pretrained"][name]["compound"]
     lo, hi = comp["all"]["ci"]
     saved = comp["all"]["flops_saved"]
-    d_cost = effect(COMPOUND_MAX_COST - hi, COMPOUND_MAX_COST - lo, what="2 % − compound cost")
-    if saved < COMPOUND_MIN_SAVED:
-        dec = Decision(NOT_REPRODUCED, f"only {saved:.0%} of forward FLOPs saved")
-    else:
-        dec = Decision(d_cost.verdict, d_cost.reason + f"; {saved:.0%} of FLOPs saved")
+    dec = _compound(saved, lo, hi)
     pc = reference("compound").set_index("model").loc["gpt2-medium"]
-    a_cost = effect(COMPOUND_MAX_COST - pc.gated_ci_hi_pct / 100,
-                    COMPOUND_MAX_COST - pc.gated_ci_lo_pct / 100, what="2 % − compound cost")
-    a_dec = (Decision(NOT_REPRODUCED, f"only {pc.flops_saved_total_pct:.0f} % of forward FLOPs "
-                      "saved") if pc.flops_saved_total_pct / 100 < COMPOUND_MIN_SAVED else
-             Decision(a_cost.verdict, a_cost.reason + f"; {pc.flops_saved_total_pct:.0f} % of "
-                      "FLOPs saved"))
+    a_dec = _compound(pc.flops_saved_total_pct / 100, pc.gated_ci_lo_pct / 100,
+                      pc.gated_ci_hi_pct / 100)
     authors = evidence(AUTHORS, a_dec, setting=AUTHOR_FILES + " (compound_ci_gpt2_medium.json)",
                        measured=f"GPT-2 Medium, all {int(pc.gated_layers)} gates at once: "
                        f"{pc.gated_pct:+.0f} % PPL (CI {pc.gated_ci_lo_pct:+.0f}…"
@@ -463,35 +420,18 @@ def claim_compound(F, S) -> Claim:
         needs="more evaluation windows", scale=_scale(F, S))
 
 
-#: The false discovery rate at which layers are counted as improving (or worsening).
-FDR = 0.05
-
-
-def bh_discoveries(costs: list, cis: list) -> tuple[list[int], list[int]]:
-    """The layers whose gated cost lies below 0 (improves) and above 0 (worsens) at a false
-    discovery rate of FDR over layers (Benjamini–Hochberg, scipy's): each layer's two-sided p
-    from its uncorrected 95 % interval by the normal approximation (se = width / 3.92)."""
-    from scipy import stats as sps
-    z = np.array([c / max((hi - lo) / (2 * 1.959964), 1e-12) for c, (lo, hi) in zip(costs, cis)])
-    p = 2 * sps.norm.sf(np.abs(z))
-    q = sps.false_discovery_control(p, method="bh")
-    found = q < FDR
-    return ([i for i in range(len(z)) if found[i] and z[i] < 0],
-            [i for i in range(len(z)) if found[i] and z[i] > 0])
-
-
 def claim_gated_negative_regularization(F, S) -> Claim:
     """P3: "At 4 of 23 layers, the linear path *improves* perplexity" (with gating). A count,
     tested as a proportion (`k_of_n`) on the pretrained model: the layers whose gated cost lies
-    below the unmodified model at a false discovery rate of FDR over layers (`bh_discoveries`),
+    below the unmodified model at a false discovery rate of FDR over layers (`fdr_discoveries`),
     against the paper's 4/23. The pair models are reported, not judged."""
     def below(rep):
         return [r["layer"] for r in rep["per_layer"] if r["gate"]["ci_family"][1] < 0]
 
     name = _main(F)
     rows = F["pretrained"][name]["per_layer"]
-    better, worse = bh_discoveries([r["gate"]["cost"] for r in rows],
-                                   [r["gate"]["ci"] for r in rows])
+    better, worse = fdr_discoveries([r["gate"]["cost"] for r in rows],
+                                          [r["gate"]["ci"] for r in rows], FDR)
     k = [rows[i]["layer"] for i in better]
     dec = k_of_n(len(k), len(worse), len(rows), PAPER_GATED_IMPROVING,
                  what="gated layers improve (Benjamini–Hochberg, q = 0.05)")
