@@ -595,12 +595,45 @@ def test_ch05_construction_and_universality():
     # gradient search that gains nothing may have stalled for the optimiser's reasons
     c = c5.claim_random_universal({**f05(), **seeds3}, S)
     assert c.verdict == INC and "positive control failed" in c.needs
-    exact = {"random_universality_exact": {"t0": {"rel_error": 0.44}}}
-    assert verdict(c5.claim_random_universal, {**f05(), **seeds3, **exact}, S) == NR
+
+    def exact(errors, planted, m=32, name="t0"):
+        runs = [{"m": m, "seed": i, "planted": False, "rel_error": e} for i, e in enumerate(errors)]
+        runs += [] if planted is None else [{"m": m, "seed": 0, "planted": True, "rel_error": planted}]
+        return {name: runs}
+
+    def ru(errors, planted, F=None):
+        return verdict(c5.claim_random_universal, {**f05(), **seeds3, **(F or {}),
+                                                   "random_universality_exact":
+                                                   exact(errors, planted)}, S)
+
+    # the exact solve stalls, the solver recovers a planted program, the search gains nothing
+    assert ru((0.44, 0.45), 1e-12) == NR
+    # …but not where the solver could not have found a program: no planted one, or it missed it
+    assert ru((0.44, 0.45), None) == INC
+    assert ru((0.44, 0.45), 0.3) == INC
+    # the exact solve reaches float64's precision on every seed: reproduced, whatever the search
+    assert ru((1e-12, 3e-12), 0.3) == R
+    assert ru((1e-12,), 1e-12) == INC  # one seed decides nothing
+    # one target solved exactly, the other stalled where the search still gains: partly
+    both = {**exact((1e-12, 2e-12), 1e-12, name="t0"), **exact((0.2, 0.25), 1e-12, name="t1")}
+    c = c5.claim_random_universal({**f05(best=(0.3, 0.3)),
+                                   "random_universality_exact": both}, S)
+    assert c.verdict == P and c.parts == {"t0": R, "t1": INC}
+    assert c.positive_control["passed"] is True
+    # …a solver that could tell on no target (none simulated, no planted program recovered)
+    # fails its control
+    none = {**exact((0.2, 0.25), 0.3, name="t0"), **exact((0.2, 0.25), 0.3, name="t1")}
+    c = c5.claim_random_universal({**f05(best=(0.3, 0.3)), "random_universality_exact": none}, S)
+    assert c.verdict == INC and c.positive_control["passed"] is False
+    # …and an exact solve missing on one target is a failed control
+    c = c5.claim_random_universal({**f05(best=(0.3, 0.3)), "random_universality_exact":
+                                   exact((1e-12, 2e-12), 1e-12, name="t0")}, S)
+    assert c.verdict == INC and "positive control failed" in c.needs
     # …and one that gains clearly but stalls above the exact level stays undecided
     for r in seeds3["random_universality"]["t0"]:
         r["rel_error"] = r["rel_error"] - (0.0 if r["degenerate"] else 0.3)
     assert verdict(c5.claim_random_universal, {**f05(), **seeds3}, S) == INC
+    assert ru((0.14, 0.15), 1e-12, seeds3) == INC
     assert verdict(c5.claim_lower_bound, f05(), S) == NRUN
 
 

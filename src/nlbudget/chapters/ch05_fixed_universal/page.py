@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nlbudget import tasks
-from nlbudget.chapters.ch05_fixed_universal.claims import REF_MIN, TOL, _acc
+from nlbudget.chapters.ch05_fixed_universal.claims import REF_MIN, SEARCH_EXACT, TOL, _acc
 from nlbudget.chapters.ch05_fixed_universal.study import SETTING_KW, SHAPES, task_names
 
 
@@ -45,8 +45,16 @@ def glue(F: dict, S: dict) -> dict:
             .mean().min() for n, v in F["random_universality"].items()}
     hop = task_names(S)[-1]
     ref = max(np.mean(_acc(F, hop, "trained", s)) for s in SETTING_KW)
+    exact = F.get("random_universality_exact") or {}
+
+    def solved(planted):
+        return "; ".join(f"{n} at m = {runs[0]['m']}: " + ", ".join(
+            f"{r['rel_error']:.1e}" for r in runs if r["planted"] == planted)
+            for n, runs in exact.items()) or "not run"
+
     return {"tol": f"{TOL:.0%}", "ref_min": f"{REF_MIN:.0%}",
             "ru_best": "; ".join(f"{n}: {v:.3f}" for n, v in best.items()),
+            "ru_exact": solved(False), "ru_planted": solved(True),
             "hop_ref": f"{ref:.0%}", "hop": hop}
 
 
@@ -98,5 +106,22 @@ def random_universality(runs: dict):
     ax.set_xlabel("width m of the Gaussian UT")
     ax.set_ylabel("held-out relative error")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def exact_solve(exact: dict):
+    """The exact solve's training relative error after each Levenberg–Marquardt iteration, per
+    target and seed, and for the program planted in the same UT (the solver's control)."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for i, (name, runs) in enumerate(exact.items()):
+        for r in runs:
+            ax.semilogy(range(1, len(r["history"]) + 1), r["history"], ":" if r["planted"] else "-",
+                        color=f"C{i}", lw=1.2, label=f"{name}, m = {r['m']}, "
+                        + ("planted program" if r["planted"] else f"seed {r['seed']}"))
+    ax.axhline(SEARCH_EXACT, color="0.5", lw=0.8, ls="--", label="the rule's exact level")
+    ax.set_xlabel("Levenberg–Marquardt iteration")
+    ax.set_ylabel("training relative error")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

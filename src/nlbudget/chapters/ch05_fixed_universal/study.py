@@ -14,19 +14,26 @@ KEY, STEM = "05", "05_fixed_universal"
 THREADS = 1
 
 SETTINGS = {
-    "smoke": dict(ru_widths="2,8", ru_steps=20, ru_seeds=1, dyck_len=8, hop_len=8, hops="1", hop_vocab=4, hop_seeds=1, hop_steps=8,
+    "smoke": dict(ru_widths="2,8", ru_steps=20, ru_seeds=1, exact_c=2, exact_iters=2, exact_seeds=1,
+                  exact_n=16, dyck_len=8, hop_len=8, hops="1", hop_vocab=4, hop_seeds=1, hop_steps=8,
                   heads=2, layers=2, d=2, m=16, steps=8, batch=16, seeds=1, lr=1e-2, hop_lr=1e-2, n_test=200),
-    "ci": dict(ru_widths="2,4,8,16,32,64", ru_steps=80, ru_seeds=2, dyck_len=16, hop_len=16, hops="1",
+    "ci": dict(ru_widths="2,4,8,16,32,64", ru_steps=80, ru_seeds=2, exact_c=2, exact_iters=8,
+               exact_seeds=1, exact_n=64, dyck_len=16, hop_len=16, hops="1",
                hop_vocab=6, hop_seeds=1, hop_steps=50, heads=2, layers=2, d=4, m=64, steps=300, batch=48, seeds=2, lr=5e-3,
                hop_lr=2e-3, n_test=400),
+    # the exact solve (Levenberg–Marquardt, float64) at width m = exact_c·H·L·d — the theorem's
+    # m = O(HLd) at constant 2 — on exact_n training sequences, for exact_seeds seeds and once
+    # on a planted program (its positive control)
     # full: five Dyck seeds on 2,000 held-out strings; k = 1, 2 with three seeds and 1,000
     # steps (the paper reports every hop), trained on every position's label at a learning
     # rate the fully trained reference learns k = 1 at (2e-3: 99.6 % here; at 5e-3 with
     # LayerNorm it stalls near 30 %); one thread, about 20 minutes here
-    "full": dict(ru_widths="2,4,8,16,32,64", ru_steps=300, ru_seeds=5, dyck_len=16, hop_len=16,
+    "full": dict(ru_widths="2,4,8,16,32,64", ru_steps=300, ru_seeds=5, exact_c=2, exact_iters=100,
+                 exact_seeds=2, exact_n=64, dyck_len=16, hop_len=16,
                  hops="1,2", hop_vocab=6, hop_seeds=3, hop_steps=1000, heads=2, layers=2, d=4,
                  m=64, steps=600, batch=48, seeds=5, lr=5e-3, hop_lr=2e-3, n_test=2000),
-    "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, ru_seeds=5, dyck_len=40, hop_len=32,
+    "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, ru_seeds=5, exact_c=4,
+                  exact_iters=200, exact_seeds=5, exact_n=128, dyck_len=40, hop_len=32,
                   hops="1,2,3,4", hop_vocab=8, hop_seeds=5, hop_steps=5000, heads=2, layers=3, d=8, m=256, steps=5000,
                   batch=128, seeds=5, lr=3e-3, hop_lr=2e-3, n_test=5000),
 }
@@ -72,6 +79,28 @@ def ru_targets(S: dict) -> dict:
     """The targets a Gaussian UT is asked to simulate (random universality)."""
     return {"H=1, L=1, d=4": universal.random_target(8, 4, 1, 1, True, seed=S["seed"]),
             "H=2, L=2, d=4": universal.random_target(8, 4, 2, 2, True, seed=S["seed"])}
+
+
+def exact_width(S: dict, target) -> int:
+    """The width the program is solved for exactly: exact_c · H · L · d (P2: m = O(HLd))."""
+    H, L, d = target.shape
+    return S["exact_c"] * H * L * d
+
+
+def exact_solves(S: dict, targets: dict, progress=None) -> dict:
+    """Each target's program solved for exactly (`universal.random_universality_exact`) at
+    `exact_width`, on `exact_seeds` Gaussian UTs (the same as the search's first seeds), and
+    once on a program planted in the first UT: the solver's positive control."""
+    out = {}
+    for name, target in targets.items():
+        m, runs = exact_width(S, target), []
+        for sd, planted in [*((sd, False) for sd in seeds(S, "exact_seeds")), (S["seed"], True)]:
+            runs.append(universal.random_universality_exact(
+                target, m, S["exact_iters"], seed=sd, n_train=S["exact_n"], planted=planted))
+            if progress is not None:
+                progress.update(1)
+        out[name] = runs
+    return out
 
 
 def ru_widths(S: dict) -> list[int]:
