@@ -930,3 +930,55 @@ def test_every_claim_function_reaches_every_verdict(monkeypatch):
             if not want <= SEEN.get(fn.__name__, set()):
                 missing[fn.__name__] = sorted(want - SEEN.get(fn.__name__, set()))
     assert not missing, missing
+
+
+def test_ch04_nofly_retention_against_stable_tokens():
+    from nlbudget.chapters.ch04_adaptive_gating import authors
+    d = authors.retention_decision
+    assert d(10, 100, 0.6, "x").verdict == R      # far below what stable tokens keep
+    assert d(75, 100, 0.6, "x").verdict == NR     # keep it as a fixed property would
+    assert d(52, 100, 0.6, "x").verdict == INC    # within the margin's reach
+    import pandas as pd
+    row = dict(test_std=0.1, test_n=20, build_std=0.1, build_n=50)
+    stable = pd.DataFrame([{**row, "build_mean": 0.8}] * 3)  # far above the cut, precise
+    noisy = pd.DataFrame([{**row, "build_mean": 0.06, "build_std": 1.0, "build_n": 10}] * 3)
+    assert authors.stable_retention(stable) > 0.99
+    assert authors.stable_retention(noisy) < 0.5  # selected by noise: regresses below the cut
+    # simulated stable lists (δ a fixed property of each token): the reference errs low, by
+    # less than 0.15 — so `reproduced` (retention below it) is conservative
+    rng = np.random.default_rng(1)
+    for prior_sd in (0.05, 0.1, 0.2):
+        mu = rng.normal(0.0, prior_sd, 20000)
+        built = mu + rng.normal(0, 0.4 / np.sqrt(12), mu.size)
+        keep = built > authors.NOFLY_DELTA
+        tested = mu[keep] + rng.normal(0, 0.4 / np.sqrt(8), keep.sum())
+        truth = float((tested > authors.NOFLY_DELTA).mean())
+        rows = pd.DataFrame({"build_mean": built[keep][:300], "build_std": 0.4, "build_n": 12,
+                             "test_std": 0.4, "test_n": 8})
+        assert truth - 0.15 < authors.stable_retention(rows) < truth
+    # the row on the author's file: every part judged, SmolLM2's few tokens undecided
+    F = {"pretrained": {"m": {}}, "nofly": {"m": {"layer": 3, "by_target": {
+        "c": {"found": 2, "still_nofly": 0, "flipped": 1}}}}}
+    c = c4.claim_nofly_retention(F, {"corpus": "a", "cross_corpus": "c"})
+    assert set(c.parts) == {"wikitext-train", "lambada"}
+    assert c.evidence["transfer"]["verdict"] == INC
+    assert c.evidence["authors' data"]["verdict"] in (R, P, NR, INC)
+    assert "against" in c.evidence["authors' data"]["reason"]
+
+    # constructed author's lists: precise tokens far above the cut, re-tested on a corpus where
+    # they keep their δ (stable: not reproduced), lose it (reproduced), or are too few to tell
+    def lists(**tests):
+        return pd.concat([pd.DataFrame({
+            "test_corpus": corpus, "test_mean": mean, "build_mean": 0.8, "build_std": 0.1,
+            "build_n": 50, "test_std": 0.1, "test_n": 20, "still_nofly": mean > 0.05,
+            "n_nofly": 221}, index=range(n)) for corpus, (mean, n) in tests.items()])
+
+    real = authors.reference
+    try:
+        for tests, want in ((dict(a=(0.8, 100), b=(0.8, 100)), NR),
+                            (dict(a=(-0.1, 100), b=(-0.1, 100)), R),
+                            (dict(a=(-0.1, 100), b=(0.8, 3)), P)):
+            authors.reference = lambda name, t=tests: lists(**t)
+            assert c4.claim_nofly_retention(F, {"corpus": "a", "cross_corpus": "c"}).verdict == want
+    finally:
+        authors.reference = real

@@ -254,6 +254,21 @@ def test_bytecode_beside_the_corpora_is_no_input(tmp_path, monkeypatch):
     assert plan.data_digest("01") != before
 
 
+def test_the_authors_files_are_judged_not_rerun(tmp_path, monkeypatch):
+    """`data/reference/` (the P3 author's transcribed results) is read by verdicts and pages
+    only: editing it re-judges every chapter and leaves every measurement fresh."""
+    for sub in ("reference", "corpora"):
+        (tmp_path / "data" / sub).mkdir(parents=True)
+    (tmp_path / "data" / "claims.csv").write_text("id,part,chapter,kind,claim\n")
+    (tmp_path / "data" / "reference" / "p3_x.csv").write_text("a\n1\n")
+    monkeypatch.setattr(paths, "shipped", lambda: tmp_path)
+    data, ref, claims = plan.data_digest("03"), plan.reference_digest(), plan.claims_digest("03")
+    (tmp_path / "data" / "reference" / "p3_x.csv").write_text("a\n2\n")
+    assert plan.data_digest("03") == data
+    assert plan.reference_digest() != ref and plan.claims_digest("03") != claims
+    assert "reference" in plan.PAGE_ONLY  # a committed result stays fresh, its page reruns
+
+
 def test_one_thread_chapters_run_side_by_side_after_what_they_read():
     order = plan.schedule()
     light = [k for k in order if plan.threads(k) == 1]

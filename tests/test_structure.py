@@ -171,23 +171,30 @@ def test_no_module_is_over_500_lines():
 
 
 def test_every_chapter_is_a_package_of_study_page_and_claims():
-    """The same three files in every chapter; its claims read stored figures only (no torch,
-    nothing of its page), its study nothing of its claims or its page."""
+    """The same three files in every chapter, and where its claims re-analyse the authors'
+    result files, a fourth, `authors.py`, that its claims read; its claims read stored figures
+    only (no torch, nothing of its page), its study nothing of its claims, authors or page."""
     for key, ch in profiles.CHAPTERS.items():
         folder = PKG / "chapters" / ch.module.rsplit(".", 1)[1]
-        assert {p.name for p in folder.glob("*.py")} == {"__init__.py", "study.py", "page.py",
-                                                         "claims.py"}, key
-        own = {f"{ch.module}.{part}" for part in ("study", "page", "claims")}
+        files = {p.name for p in folder.glob("*.py")}
+        assert files - {"authors.py"} == {"__init__.py", "study.py", "page.py", "claims.py"}, key
+        own = {f"{ch.module}.{part}" for part in ("study", "page", "claims", "authors")}
         graph = import_graph()
         assert not graph[f"{ch.module}.study"] & (own - {f"{ch.module}.study"}), key
         assert f"{ch.module}.page" not in graph[f"{ch.module}.claims"], key
-        assert "import torch" not in (folder / "claims.py").read_text(encoding="utf-8"), key
+        for part in ("claims.py", "authors.py"):
+            if (folder / part).is_file():
+                assert "import torch" not in (folder / part).read_text(encoding="utf-8"), key
+        if "authors.py" in files:
+            assert f"{ch.module}.authors" in graph[f"{ch.module}.claims"], key
+            assert f"{ch.module}.page" not in graph[f"{ch.module}.authors"], key
         assert callable(ch.load().claims) and ch.load().CLAIMS, key
 
 
 def test_modules_live_in_folders_by_role():
     roles = {"verdicts": {"claims", "controls", "stats", "results"},
-             "assets": {"downloads", "corpora", "models", "memo", "devices", "machine"},
+             "assets": {"downloads", "corpora", "models", "memo", "devices", "machine",
+                        "reference"},
              "book": {"profiles", "plan", "runner", "build", "exercises", "launch", "pages",
                       "standins", "ledger", "inputs"},
              "teaching": {"checks", "machinery", *(f"ch{i:02d}" for i in range(1, 8))}}

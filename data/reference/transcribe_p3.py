@@ -1,5 +1,5 @@
-"""Transcribe P3's per-layer all-linear costs, gate results, token-vs-context AUCs and
-compound-gating results from the author's result files.
+"""Transcribe P3's per-layer all-linear costs, gate results, token-vs-context AUCs,
+compound-gating results, fine-tuning runs and no-fly tokens from the author's result files.
 
 Source: P. Balogh, "Half the Nonlinearity Is Wasted" (arXiv 2603.03459), result files of the
 author's repository pbalogh/half-the-nonlinearity (data/*.json, CC BY 4.0), as copied into
@@ -95,6 +95,53 @@ def gating(src: Path, out: Path):
                      "gated_ci_hi_pct": c["delta_ci_hi"], "routed_pct": c["avg_linear_pct"],
                      "flops_saved_total_pct": c["flops_saved_total_pct"], "source": name})
     write(rows, out / "p3_compound.csv")
+    finetune(src, out)
+    nofly(src, out)
+
+
+#: The fine-tuning runs of P3 §5 (GPT-2 Medium, WikiText-103): MLPs of `linear_layers` replaced
+#: by their linear fits, then fine-tuned; the control fine-tunes the unmodified model; the
+#: two-phase run gates `gated_layers`.
+FINETUNE = ("beefy_lin_gpt2-medium.json", "beefy_lin_v2_gpt2-medium.json",
+            "beefy_lin_v2_6layers.json", "beefy_lin_v2_8layers.json",
+            "control_finetune_gpt2-medium.json", "phase2_gated_gpt2-medium.json")
+
+
+def finetune(src: Path, out: Path):
+    rows = []
+    for name in FINETUNE:
+        d = json.loads((src / name).read_text())
+        two_phase = d.get("method") == "two_phase_gated"
+        layers = d.get("gated_layers") if two_phase else d.get("linear_layers")
+        rows.append({"run": ("two-phase gated" if two_phase else "control" if not layers
+                             else "linearized"),
+                     "layers": " ".join(str(x) for x in layers or []),
+                     "steps": (d["phase1_steps"] + d["phase2_steps"]) if two_phase else d["steps"],
+                     "batch_size": d["batch_size"], "baseline_wiki_ppl": d["baseline"]["wiki"],
+                     "final_wiki_ppl": d["final"]["wiki"], "wiki_delta_pct": d["wiki_delta_pct"],
+                     "baseline_lambada_ppl": d["baseline"]["lambada"],
+                     "final_lambada_ppl": d["final"]["lambada"],
+                     "lambada_delta_pct": d["lambada_delta_pct"], "source": name})
+    write(rows, out / "p3_finetune.csv")
+
+
+def nofly(src: Path, out: Path):
+    """P3 Table 'Cross-corpus stability of No-Fly lists' (L12): each no-fly token built on
+    WikiText-103 test (its mean δ, share of positive δ and count there) with its δ on the
+    other corpus, as the author's file records them."""
+    name = "nofly_cross_corpus_gpt2-medium.json"
+    d = json.loads((src / name).read_text())["L12"]
+    rows = []
+    for corpus, c in d["cross_corpus"].items():
+        for t in c["tokens"]:
+            b = d["nofly_tokens"][str(t["token_id"])]
+            rows.append({"layer": 12, "test_corpus": corpus, "token_id": t["token_id"],
+                         "build_mean": b["mean"], "build_std": b["std"], "build_n": b["n"],
+                         "build_frac_pos": b["frac_pos"], "test_mean": t["test_mean"],
+                         "test_std": t["test_std"], "test_n": t["test_n"],
+                         "test_frac_pos": t["test_frac_pos"], "still_nofly": t["still_nofly"],
+                         "n_nofly": d["n_nofly"], "source": name})
+    write(rows, out / "p3_nofly.csv")
 
 
 if __name__ == "__main__":

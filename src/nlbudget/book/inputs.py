@@ -200,17 +200,29 @@ def claims_rows(key: str) -> bytes:
                                  if ln.decode().split(",")[col:col + 1] == [key]])
 
 
-def data_digest(key: str) -> str:
-    """The data chapter `key`'s measurements read: the author's reference files
-    (`data/reference/`) and the shipped corpora (`data/corpora/`), not Python's bytecode caches
-    beside them. Its rows of `data/claims.csv` are its verdicts' input (`claims_digest`): the
-    page and the ledger read them, no measurement does."""
+def _files_digest(*folders: str) -> str:
+    """The files under `data/<folder>/` of the checkout (or of the wheel's copy), not Python's
+    bytecode caches beside them."""
     root = paths.shipped() / "data"
     h = hashlib.sha256()
-    for f in [*sorted((root / "reference").rglob("*")), *sorted((root / "corpora").rglob("*"))]:
+    for f in [p for folder in folders for p in sorted((root / folder).rglob("*"))]:
         if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
             h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
+
+
+def data_digest(key: str) -> str:
+    """The data chapter `key`'s measurements read: the shipped corpora (`data/corpora/`). The
+    author's transcribed result files (`data/reference/`) are read by verdicts and pages only
+    (`reference_digest`: re-judged, never rerun), and its rows of `data/claims.csv` by its
+    verdicts (`claims_digest`)."""
+    return _files_digest("corpora")
+
+
+def reference_digest() -> str:
+    """The P3 author's result files as transcribed in `data/reference/`: the authors' evidence
+    of the verdicts, and the pages' figures of it."""
+    return _files_digest("reference")
 
 
 def versions() -> dict:
@@ -255,7 +267,7 @@ def notebook_prose(path: Path) -> str | None:
 
 #: Inputs a page depends on but a result does not: a committed result stays fresh when only
 #: these changed (`build.staleness`).
-PAGE_ONLY = ("prose", "page", "versions")
+PAGE_ONLY = ("prose", "page", "versions", "reference")
 
 
 def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
@@ -269,6 +281,7 @@ def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
         "page": library_digest(key, part="page"),
         "library": library_digest(key),
         "data": data_digest(key),
+        "reference": reference_digest(),
         "settings": profiles.validate(key, profile=profile, seed=seed),
         "versions": versions(),
         "reads": {profiles.chapter(d).stem: file_sha(results.results_path(
@@ -278,8 +291,10 @@ def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
 
 def claims_digest(key: str) -> str:
     """What chapter `key`'s verdicts depend on besides its figures: its claims code
-    (`library_files(part="claims")`) and its rows of `data/claims.csv` (`claims_rows`)."""
-    return _sha((library_digest(key, part="claims") + "\0").encode() + claims_rows(key))
+    (`library_files(part="claims")`), its rows of `data/claims.csv` (`claims_rows`) and the
+    author's transcribed result files (`reference_digest`)."""
+    return _sha((library_digest(key, part="claims") + "\0" + reference_digest() + "\0").encode()
+                + claims_rows(key))
 
 
 def digest(inp: dict) -> str:

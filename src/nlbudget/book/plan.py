@@ -38,6 +38,7 @@ from nlbudget.book.inputs import (_FROM, _IMPORT,  # noqa: F401  -- the plan's i
                                   claims_rows,
                                   code,
                                   data_digest,
+                                  reference_digest,
                                   digest,
                                   exercise_inputs,
                                   file_sha,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from nlbudget.assets import models
+from nlbudget.chapters.ch03_linear_surrogates.authors import (author_progressive,
+                                                              author_progressive_control)
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, CHEAP_SHARE, author_costs
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN,
@@ -356,7 +358,7 @@ def claim_progressive(F, S) -> Claim:
     dec = _per_model({k: [NONINFERIORITY - x for x in v] for k, v in rel.items()},
                      f"{NONINFERIORITY:.0%} − (linearized / original − 1)")
     return decided("P3.progressive", dec, measured=_progressive_text(F),
-                   tested=REPRODUCTION, positive=pair_trained(F),
+                   authors=author_progressive(NONINFERIORITY), tested=REPRODUCTION, positive=pair_trained(F),
                    setting="the matched pair trained here, not GPT-2 Medium",
                    control="the original model (before any fine-tuning), as the paper compares",
                    needs="more seeds of the pair with the progressive run (pair_seeds): "
@@ -376,6 +378,8 @@ def claim_progressive_control(F, S) -> Claim:
     dec = _per_model({k: [x - MIN_BEHIND for x in v] for k, v in rel.items()},
                      f"linearized / control − 1 beyond {MIN_BEHIND:.3g}")
     return decided("P3.progressive-control", dec, measured=_progressive_text(F), kind="book",
+                   authors=author_progressive_control(MIN_BEHIND), tested=REPRODUCTION,
+                   setting="the matched pair trained here, not GPT-2 Medium",
                    positive=pair_trained(F),
                    control="equal-compute fine-tuning control: same steps, optimiser and batches",
                    needs="more seeds of the pair with both runs (pair_seeds): "

@@ -4,16 +4,16 @@ re-judges the stored figures, `nlbudget judge 04`, and reruns nothing)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from nlbudget import paths
 from nlbudget.assets import models
+from nlbudget.assets.reference import reference
+from nlbudget.chapters.ch04_adaptive_gating.authors import author_two_phase, claim_nofly_retention
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                                       REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
-                                      decided, effect, evidence, fdr_discoveries,
-                                      fisher_interval, k_of_n, majority, needs_seeds, null,
-                                      points_within, share_of, windows_to_decide)
+                                      decided, effect, evidence, fdr_discoveries, fisher_interval,
+                                      k_of_n, majority, needs_seeds, null, points_within,
+                                      share_of, windows_to_decide)
 
 #: P3: "25–56 % of tokens routed linear at < 1 % PPL cost".
 MIN_ROUTED, MAX_COST = 0.25, 0.01
@@ -101,11 +101,6 @@ def pair_nonlinear(F) -> controls.Control:
         controls.above(f"the pair's MLPs are nonlinear (largest all-linear cost > "
                        f"{NONLINEAR_FLOOR:.0%})", lo, NONLINEAR_FLOOR,
                        f"linear to within {lo:+.3%} (largest lower end)", fix))
-
-
-def reference(name: str) -> pd.DataFrame:
-    """The author's result files, transcribed (`data/reference/p3_<name>.csv`)."""
-    return pd.read_csv(paths.shipped() / "data" / "reference" / f"p3_{name}.csv")
 
 
 def _main(F):
@@ -467,11 +462,7 @@ def claim_two_phase(F, S) -> Claim:
         rel = [r["control_ppl"] / r["phase2_soft_ppl"] - 1 for r in v.get("by_seed", [])]
         _, lo, hi = stats.t_interval(rel)
         decs[k], n[k] = needs_seeds(effect(lo, hi, what="control / gated − 1"), len(rel)), len(rel)
-    authors = evidence(AUTHORS, needs_seeds(Decision(
-        NOT_REPRODUCED, "the control ends below the gated model: 18.25 vs 19.00 PPL"), 1),
-        measured="control_finetune_gpt2-medium.json: the equal-compute control reaches 18.25 PPL "
-        "at 2,000 steps; the two-phase gated model 19.00 (the text), one run each",
-        setting=AUTHOR_FILES, control=controls.none_needed("the author's trained models"))
+    authors = author_two_phase(AUTHOR_FILES)
     return decided(
         "P3.two-phase-gated", all_of(decs), tested=REPRODUCTION, positive=pair_nonlinear(F),
         authors=authors, setting="the matched pair trained here (GPT-NeoX, 4 layers), not "
@@ -492,7 +483,7 @@ def claim_two_phase(F, S) -> Claim:
 
 
 CLAIMS = (claim_gate_routing, claim_gate_vs_random, claim_larger_gates, claim_context_not_token,
-          claim_nofly, claim_delta_skew, claim_compound, claim_gate_auc,
+          claim_nofly, claim_nofly_retention, claim_delta_skew, claim_compound, claim_gate_auc,
           claim_gated_negative_regularization, claim_two_phase)
 
 

@@ -160,6 +160,29 @@ def _universal_part(best, degen, gain, exact) -> Decision:
                     "the search still beats the degenerate UT")
 
 
+def _solver_control(names, parts, exact, dec) -> controls.Control:
+    """The exact solve's positive control: it ran on every target, and it could tell on some
+    target (simulated it, or recovered a program planted in the same UT)."""
+    solved = [n for n in names if exact.get(n, {}).get("errors")]
+    if dec.verdict == REPRODUCED and not solved:
+        return controls.none_needed("the search reached the target")
+    if len(solved) < len(names):
+        return controls.not_recorded(
+            "the program is also solved for exactly (float64 Levenberg–Marquardt), so a "
+            "stalled search is not the optimiser's floor", "the exact solve on every target")
+    sensitive = {n: parts[n] in (REPRODUCED, NOT_REPRODUCED) or (
+        exact[n]["planted"] is not None and exact[n]["planted"] < SEARCH_EXACT) for n in names}
+    return controls.Control(
+        "the program is also solved for exactly (float64 Levenberg–Marquardt), so a stalled "
+        "search is not the optimiser's floor; the solver shows it can tell on some target "
+        "(simulates it, or recovers a program planted in the same UT), and a target is judged "
+        "only where it can",
+        "; ".join(f"{n}: m = {exact[n]['m']}, held out {max(exact[n]['errors']):.1e}"
+                  + ("" if exact[n]["planted"] is None else f", planted {exact[n]['planted']:.1e}")
+                  for n in names),
+        any(sensitive.values()), "more Levenberg–Marquardt iterations, or larger widths")
+
+
 def claim_random_universal(F, S) -> Claim:
     """P2: "a transformer with i.i.d. Gaussian weights is universal with probability 1" at
     m = O(HLd). Each target is a part (`_universal_part`): the program is solved for exactly
@@ -184,24 +207,7 @@ def claim_random_universal(F, S) -> Claim:
     decisions = {n: _universal_part(best[n], degen[n], gain[n], exact.get(n)) for n in ru}
     dec, parts = by_parts(decisions)
     solved = [n for n in ru if exact.get(n, {}).get("errors")]
-    if dec.verdict == REPRODUCED and not solved:
-        positive = controls.none_needed("the search reached the target")
-    elif len(solved) < len(ru):
-        positive = controls.not_recorded(
-            "the program is also solved for exactly (float64 Levenberg–Marquardt), so a "
-            "stalled search is not the optimiser's floor", "the exact solve on every target")
-    else:  # the solver could tell on a target: it simulated it, or recovered a planted program
-        sensitive = {n: parts[n] in (REPRODUCED, NOT_REPRODUCED) or (
-            exact[n]["planted"] is not None and exact[n]["planted"] < SEARCH_EXACT) for n in ru}
-        positive = controls.Control(
-            "the program is also solved for exactly (float64 Levenberg–Marquardt), so a stalled "
-            "search is not the optimiser's floor; the solver shows it can tell on some target "
-            "(simulates it, or recovers a program planted in the same UT), and a target is "
-            "judged only where it can",
-            "; ".join(f"{n}: m = {exact[n]['m']}, held out {max(exact[n]['errors']):.1e}"
-                      + ("" if exact[n]["planted"] is None else
-                         f", planted {exact[n]['planted']:.1e}") for n in ru),
-            any(sensitive.values()), "more Levenberg–Marquardt iterations, or larger widths")
+    positive = _solver_control(list(ru), parts, exact, dec)
     return decided(
         "P2.random-universal", dec, parts=parts, tested=REPRODUCTION, setting=SETTING,
         positive=positive,

@@ -1,0 +1,57 @@
+"""Chapter 03's reading of the P3 author's fine-tuning runs (transcribed in
+`data/reference/p3_finetune.csv`): the authors' evidence beside the pair's progressive runs."""
+
+from __future__ import annotations
+
+from nlbudget.assets.reference import finetune_runs
+from nlbudget.verdicts import controls
+from nlbudget.verdicts.claims import AUTHORS, all_of, effect, evidence, needs_seeds
+
+#: P3 §5.2 (Table 'beefy', tex line 479): L10–L13 linear, 2,000 steps, −10.2 % against the
+#: original model.
+PAPER_BEEFY, PAPER_BEEFY_STEPS = -0.102, 2000
+
+#: Cited with the author's fine-tuning runs.
+AUTHOR_FINETUNE = ("the P3 author's result files (pbalogh/half-the-nonlinearity, data/, CC BY "
+                   "4.0), transcribed in data/reference/p3_finetune.csv; one run per budget")
+
+
+def _runs_text(runs) -> str:
+    return ", ".join(f"{r.steps:,} steps {r.final_wiki_ppl:.2f} ({r.rel:+.1%}, {r.source})"
+                     for r in runs.itertuples())
+
+
+def author_progressive(margin: float) -> dict:
+    """The author's stored 4-layer runs (L10–L13 linear, then fine-tuned) against the original
+    GPT-2 Medium, under the same non-inferiority `margin`; one run per budget never decides."""
+    four = finetune_runs("linearized", "10 11 12 13")
+    more = finetune_runs("linearized").query("layers != '10 11 12 13'")
+    decs = {f"{r.steps:,} steps": needs_seeds(effect(margin - r.rel, margin - r.rel,
+                                                     what="margin − relative PPL"), 1)
+            for r in four.itertuples()}
+    stored = any(r.steps == PAPER_BEEFY_STEPS and abs(r.rel - PAPER_BEEFY) < 0.005
+                 for r in four.itertuples())
+    measured = (f"GPT-2 Medium WikiText PPL, original {four.baseline_wiki_ppl.iloc[0]:.2f}; "
+                "L10–L13 linear: " + _runs_text(four) + "; more layers: " + "; ".join(
+                    f"L{r.layers.split()[0]}–L{r.layers.split()[-1]} {r.steps:,} steps "
+                    f"{r.rel:+.1%}" for r in more.itertuples())
+                + f" — the text's {PAPER_BEEFY:+.1%} at {PAPER_BEEFY_STEPS:,} steps is "
+                f"{'a' if stored else 'no'} stored run")
+    return evidence(AUTHORS, all_of(decs), setting=AUTHOR_FINETUNE, measured=measured,
+                    control=controls.none_needed("the author's trained models"))
+
+
+def author_progressive_control(min_behind: float) -> dict:
+    """The author's 4-layer linearized run against the fine-tuning control at the same
+    2,000 steps, by the book's rule (linearized / control − 1 beyond `min_behind`); one run."""
+    lin = finetune_runs("linearized", "10 11 12 13")
+    ctl = finetune_runs("control")
+    both = lin.merge(ctl[["steps", "final_wiki_ppl"]], on="steps", suffixes=("", "_control"))
+    gap = {r.steps: r.final_wiki_ppl / r.final_wiki_ppl_control - 1 - min_behind
+           for r in both.itertuples()}
+    decs = {f"{k:,} steps": needs_seeds(effect(g, g, what="linearized / control − 1 − margin"), 1)
+            for k, g in gap.items()}
+    measured = ("GPT-2 Medium WikiText PPL: control (no layer linear) " + _runs_text(ctl)
+                + "; L10–L13 linear " + _runs_text(lin))
+    return evidence(AUTHORS, all_of(decs), setting=AUTHOR_FINETUNE, measured=measured,
+                    control=controls.none_needed("the author's trained models"))
