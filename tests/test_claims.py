@@ -192,16 +192,17 @@ def test_fisher_interval_matches_scipys_pearson_interval():
 
 
 def test_selection_corrected_mean_undoes_the_winners_curse():
+    from nlbudget.chapters.ch04_adaptive_gating.authors import selection_corrected_mean
     # far above the cut and precise: selection changed nothing
-    assert stats.selection_corrected_mean(1.0, 0.1, 100, 0.05) == pytest.approx(1.0, abs=1e-3)
+    assert selection_corrected_mean(1.0, 0.1, 100, 0.05) == pytest.approx(1.0, abs=1e-3)
     # barely above a noisy cut: the true mean is most likely below the cut
-    assert stats.selection_corrected_mean(0.06, 0.5, 10, 0.05) < 0.05
+    assert selection_corrected_mean(0.06, 0.5, 10, 0.05) < 0.05
     # never above what was observed, and it follows the observation
-    lo, hi = (stats.selection_corrected_mean(m, 0.3, 12, 0.05) for m in (0.1, 0.3))
+    lo, hi = (selection_corrected_mean(m, 0.3, 12, 0.05) for m in (0.1, 0.3))
     assert lo < hi <= 0.3
     # against simulation: tokens of true mean 0 selected for a mean above the cut
     rng = np.random.default_rng(0)
     means = rng.normal(0.0, 0.3 / math.sqrt(12), 20000)
     kept = means[means > 0.05]
-    est = np.mean([stats.selection_corrected_mean(m, 0.3, 12, 0.05) for m in kept[:400]])
+    est = np.mean([selection_corrected_mean(m, 0.3, 12, 0.05) for m in kept[:400]])
     assert est < 0.0 < kept.mean()  # the kept means overstate; the correction errs low

@@ -217,20 +217,3 @@ def bootstrap_auc_diff(scores_a, scores_b, labels, groups, n_boot: int = 1000, s
     boot = (((c @ Ma) * c).sum(1) - ((c @ Mb) * c).sum(1)) / ((c @ P) * (c @ N))
     lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return point, float(lo), float(hi)
-
-
-def selection_corrected_mean(mean: float, sd: float, n: int, threshold: float) -> float:
-    """The winner's-curse correction of a mean that was *selected* for exceeding `threshold`:
-    the conditional maximum-likelihood estimate of the true mean μ given the observed mean and
-    that it was kept only because it exceeded the threshold (the normal likelihood of the mean,
-    standard error sd/√n, divided by the chance of passing the cut: Zhong & Prentice 2008).
-    Never above the observed mean; far below it where the mean barely passed a noisy cut."""
-    from scipy import optimize
-
-    se = max(sd, 1e-12) / math.sqrt(max(n, 1))
-
-    def nll(mu):
-        return -(_st.norm.logpdf(mean, mu, se) - _st.norm.logsf(threshold, mu, se))
-
-    return float(optimize.minimize_scalar(nll, bounds=(mean - 20 * se, mean),
-                                          method="bounded").x)

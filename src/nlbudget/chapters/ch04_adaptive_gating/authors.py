@@ -25,10 +25,27 @@ AUTHOR_NOFLY = ("the P3 author's nofly_cross_corpus_gpt2-medium.json (pbalogh/ha
                 "nonlinearity, data/, CC BY 4.0), transcribed in data/reference/p3_nofly.csv")
 
 
+def selection_corrected_mean(mean: float, sd: float, n: int, threshold: float) -> float:
+    """The winner's-curse correction of a mean that was *selected* for exceeding `threshold`:
+    the conditional maximum-likelihood estimate of the true mean μ given the observed mean and
+    that it was kept only because it exceeded the threshold (the normal likelihood of the mean,
+    standard error sd/√n, divided by the chance of passing the cut: Zhong & Prentice 2008).
+    Never above the observed mean; far below it where the mean barely passed a noisy cut."""
+    from scipy import optimize
+
+    se = max(sd, 1e-12) / np.sqrt(max(n, 1))
+
+    def nll(mu):
+        return -(sps.norm.logpdf(mean, mu, se) - sps.norm.logsf(threshold, mu, se))
+
+    return float(optimize.minimize_scalar(nll, bounds=(mean - 20 * se, mean),
+                                          method="bounded").x)
+
+
 def stable_retention(rows) -> float:
     """The share of a list's tokens that would keep a mean δ above NOFLY_DELTA on new text if
     each token's δ were a fixed property: its true mean, corrected for having been selected
-    for exceeding the cut (`stats.selection_corrected_mean`, from its build mean, s.d. and
+    for exceeding the cut (`selection_corrected_mean`, from its build mean, s.d. and
     count), seen through the new text's noise (its s.d. over √count there). The
     conditional estimate over-corrects: on simulated stable lists the reference falls 4–11
     points below their true retention (a test), so a list found below it has lost more than
@@ -36,7 +53,7 @@ def stable_retention(rows) -> float:
     is left out: retention is counted on the mean alone."""
     p = []
     for r in rows.itertuples():
-        mu = stats.selection_corrected_mean(r.build_mean, r.build_std, r.build_n, NOFLY_DELTA)
+        mu = selection_corrected_mean(r.build_mean, r.build_std, r.build_n, NOFLY_DELTA)
         se = max(r.test_std, 1e-12) / np.sqrt(r.test_n)
         p.append(sps.norm.sf(NOFLY_DELTA, mu, se))
     return float(np.mean(p))
