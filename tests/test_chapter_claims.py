@@ -637,6 +637,26 @@ def test_ch05_construction_and_universality():
     assert verdict(c5.claim_lower_bound, f05(), S) == NRUN
 
 
+def test_ch05_looped():
+    S = settings(c5)
+
+    def looped(accs, ref=(1.0, 1.0)):
+        F = f05()
+        F["runs"] += [{"task": "dyck", "kind": k, "setting": "+residual+LN", "seed": s,
+                       "acc_train_len": a} for k, v in (("random (looped)", accs), ("trained", ref))
+                      for s, a in enumerate(v)]
+        return F
+
+    # its construction part is never decided here; the programmed looped UT is
+    c = c5.claim_looped(looped((0.98, 0.99)), S)
+    assert c.verdict == P and c.parts["looped construction"] == NRUN
+    assert verdict(c5.claim_looped, looped((0.6, 0.62)), S) == NR
+    assert verdict(c5.claim_looped, looped((0.9, 1.0)), S) == INC
+    # a reference that does not learn Dyck-1 in this setting decides nothing
+    c = c5.claim_looped(looped((0.6, 0.62), ref=(0.6, 0.6)), S)
+    assert c.verdict == INC and "positive control failed" in c.needs
+
+
 def test_ch05_dyck():
     S = settings(c5)
     assert verdict(c5.claim_dyck_sparse, f05(), S) == R
@@ -885,13 +905,16 @@ UNREACHABLE = {
     "claim_gpt2_large_max_cost": set(),
     # its width part is `not run` until the paper's O(HLd) construction is built: at best partly
     "claim_sparse_construction": {R},
+    # likewise its construction part (the book builds no looped construction): at best partly
+    "claim_looped": {R},
 }
 
 
 #: Rows judged by stated parts: they must also reach `partly`.
 WITH_PARTS = {"claim_context_not_token", "claim_delta_skew",
               "claim_sparse_construction", "claim_khop_residual_ln", "claim_symmetry_matters",
-              "claim_u_shape", "claim_comprehension"}
+              "claim_u_shape", "claim_comprehension", "claim_looped", "claim_random_universal",
+              "claim_nofly_retention"}
 
 
 def test_every_claim_function_reaches_every_verdict(monkeypatch):

@@ -274,6 +274,32 @@ def claim_dyck_random(F, S) -> Claim:
                    needs=f"≥ {MIN_SEEDS} seeds", scale=_scale(S))
 
 
+def claim_looped(F, S) -> Claim:
+    """P2: the construction "extends to looped (weight-tied) transformers". Two parts: the
+    looped construction itself (not built here: the book's construction is layer-indexed, each
+    layer routes its own blocks — `not run`, never `not reproduced`), and whether a frozen
+    looped random UT (one layer's weights at every depth, +residual+LN) is programmed through
+    its embedding as well as the paper's random UT: Dyck-1 at the paper's 94.4 % less TOL."""
+    setting = "+residual+LN"
+    v = _acc(F, "dyck", "random (looped)", setting)
+    untied = _mean(_acc(F, "dyck", "random", setting))
+    programmed = (_at_least(v, DYCK_RANDOM - TOL, "looped random", S["n_test"]) if v else
+                  Decision(NOT_RUN, "no looped run"))
+    parts = {"looped construction": NOT_RUN, "looped random UT programmed (Dyck-1)":
+             programmed.verdict}
+    dec = combine(parts)
+    return decided(
+        "P2.looped", Decision(dec.verdict, dec.reason + "; " + programmed.reason), parts=parts,
+        positive=_reference_learns(F, "dyck", setting), tested=REPRODUCTION, setting=SETTING,
+        measured=f"looped random UT ({setting}): {_mean(v):.1%} on held-out Dyck-1 strings "
+        "(seeds: " + ", ".join(f"{a:.1%}" for a in v) + f"); the untied random UT {untied:.1%}",
+        control=f"the paper's random UT figure, 94.4 % less {TOL:.0%} (chance is 50 %)",
+        needs="a looped construction (one set of {0,1} weights that routes every layer's "
+        "blocks, e.g. with a layer counter in the stream), built from the paper's full text",
+        scale=_scale(S), note="the task part tests that a weight-tied frozen transformer can be "
+        "programmed, not that it simulates every looped target")
+
+
 def _reference_learns(F, task: str, setting: str) -> controls.Control:
     """Positive control: the fully trained transformer learns `task` in the very setting
     compared (mean accuracy over seeds ≥ REF_MIN): otherwise the task at this budget is beyond
@@ -391,7 +417,7 @@ def claim_khop_random_mlp(F, S) -> Claim:
 
 CLAIMS = (claim_sparse_construction, claim_random_universal, claim_lower_bound, claim_dyck_sparse,
           claim_dyck_random, claim_khop_attention_only, claim_khop_residual_ln,
-          claim_khop_random_mlp)
+          claim_khop_random_mlp, claim_looped)
 
 
 def claims(F: dict, S: dict) -> list[Claim]:
