@@ -902,6 +902,8 @@ SAMPLES = {"01": lambda: (f01(), settings(c1)),
 #: Rows whose rule cannot return some verdict, and why (each a deliberate exception).
 UNREACHABLE = {
     "claim_lower_bound": {R, NR, INC},  # not run: the book has no proof check of Theorem 4.1
+    # not run: no simultaneous linearization in the book, none among the author's files
+    "claim_simultaneous": {R, NR, INC},
     "claim_gpt2_large_max_cost": set(),
     # its width part is `not run` until the paper's O(HLd) construction is built: at best partly
     "claim_sparse_construction": {R},

@@ -452,9 +452,27 @@ def claim_u_shape(F, S) -> Claim:
                    scale=_scale(F, S))
 
 
+def claim_simultaneous(F, S) -> Claim:
+    """P3 §5.1: "Simultaneous linearization of all 12 layers produced +246 % degradation,
+    recovering to +72 % after 300 fine-tuning steps. Progressive linearization reaches the same
+    final state (+72 % after all 12 layers)". Not run: the matched pair has 4 layers and its
+    progressive run linearizes one middle layer at a time, never all at once; and the author's
+    result files transcribed here hold no simultaneous run to re-analyse."""
+    why = ("the book runs no simultaneous linearization (the pair has 4 layers; its progressive "
+           "run adds one layer at a time), and no stored run of the author's holds one")
+    return decided("P3.simultaneous", Decision(NOT_RUN, why), tested=REPRODUCTION,
+                   setting="the matched pair trained here, not GPT-2 Medium",
+                   positive=pair_trained(F), measured="not measured",
+                   control="the progressive run's final state, as the paper compares",
+                   needs="the pair trained to its plateau, then all its middle layers linearized "
+                   "at once and fine-tuned with the progressive run's total steps",
+                   author_data="+246 % at once, +72 % after 300 steps; progressive ends at +72 %",
+                   scale=_progressive_scale(S))
+
+
 CLAIMS = (claim_layers_linearizable, claim_negative_regularization, claim_gpt2_large_max_cost,
           claim_sequential_vs_parallel, claim_progressive, claim_progressive_control,
-          claim_u_shape)
+          claim_u_shape, claim_simultaneous)
 
 
 def claims(F: dict, S: dict) -> list[Claim]:
