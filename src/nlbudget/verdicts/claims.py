@@ -345,6 +345,15 @@ def needs_seeds(decision: Decision, n_seeds: int, *, minimum: int = MIN_SEEDS) -
 
 
 
+def over_runs(values, what: str) -> Decision:
+    """A directional effect measured once per run (seeds, or the stored runs of one budget):
+    `effect` on the t interval over the runs; fewer than MIN_SEEDS runs never decide
+    (`needs_seeds`), the single run's reading kept in the reason."""
+    v = [float(x) for x in values]
+    lo, hi = (v[0], v[0]) if len(v) == 1 else stats.t_interval(v)[1:]
+    return needs_seeds(effect(lo, hi, what=what), len(v))
+
+
 def all_of(decisions: dict[str, Decision]) -> Decision:
     """One claim tested on several models (not several stated parts): reproduced if it holds on
     every model, not reproduced if it fails beyond the uncertainty on any, else inconclusive."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nlbudget.assets.reference import finetune_runs
 from nlbudget.verdicts import controls
-from nlbudget.verdicts.claims import AUTHORS, all_of, effect, evidence, needs_seeds
+from nlbudget.verdicts.claims import AUTHORS, all_of, evidence, over_runs
 
 #: P3 §5.2 (Table 'beefy', tex line 479): L10–L13 linear, 2,000 steps, −10.2 % against the
 #: original model.
@@ -26,9 +26,8 @@ def author_progressive(margin: float) -> dict:
     GPT-2 Medium, under the same non-inferiority `margin`; one run per budget never decides."""
     four = finetune_runs("linearized", "10 11 12 13")
     more = finetune_runs("linearized").query("layers != '10 11 12 13'")
-    decs = {f"{r.steps:,} steps": needs_seeds(effect(margin - r.rel, margin - r.rel,
-                                                     what="margin − relative PPL"), 1)
-            for r in four.itertuples()}
+    decs = {f"{steps:,} steps": over_runs(margin - runs.rel, "margin − relative PPL")
+            for steps, runs in four.groupby("steps")}
     stored = any(r.steps == PAPER_BEEFY_STEPS and abs(r.rel - PAPER_BEEFY) < 0.005
                  for r in four.itertuples())
     measured = (f"GPT-2 Medium WikiText PPL, original {four.baseline_wiki_ppl.iloc[0]:.2f}; "
@@ -47,10 +46,9 @@ def author_progressive_control(min_behind: float) -> dict:
     lin = finetune_runs("linearized", "10 11 12 13")
     ctl = finetune_runs("control")
     both = lin.merge(ctl[["steps", "final_wiki_ppl"]], on="steps", suffixes=("", "_control"))
-    gap = {r.steps: r.final_wiki_ppl / r.final_wiki_ppl_control - 1 - min_behind
-           for r in both.itertuples()}
-    decs = {f"{k:,} steps": needs_seeds(effect(g, g, what="linearized / control − 1 − margin"), 1)
-            for k, g in gap.items()}
+    gap = both.final_wiki_ppl / both.final_wiki_ppl_control - 1 - min_behind
+    decs = {f"{steps:,} steps": over_runs(g, "linearized / control − 1 − margin")
+            for steps, g in gap.groupby(both.steps)}
     measured = ("GPT-2 Medium WikiText PPL: control (no layer linear) " + _runs_text(ctl)
                 + "; L10–L13 linear " + _runs_text(lin))
     return evidence(AUTHORS, all_of(decs), setting=AUTHOR_FINETUNE, measured=measured,

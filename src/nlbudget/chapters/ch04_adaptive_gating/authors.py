@@ -10,8 +10,8 @@ from scipy import stats as sps
 from nlbudget.assets.reference import finetune_runs, reference
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
-                                      TRANSFER, Claim, Decision, by_parts, decided, effect,
-                                      evidence, needs_seeds)
+                                      TRANSFER, Claim, Decision, by_parts, decided, evidence,
+                                      over_runs)
 
 #: A no-fly token's mean δ must exceed this (P3: "mean delta exceeded 0.05 across ≥ 10
 #: observations").
@@ -125,11 +125,11 @@ PAPER_TWO_PHASE = 19.00
 def author_two_phase(setting: str) -> dict:
     """The author's stored two-phase gated run against the fine-tuning control: the control's
     lead over the gated model, one run each (never decides)."""
-    ctl, gated = finetune_runs("control").iloc[0], finetune_runs("two-phase gated").iloc[0]
-    stored = (finetune_runs("two-phase gated").final_wiki_ppl - PAPER_TWO_PHASE).abs().min() < 0.01
-    gap = ctl.final_wiki_ppl / gated.final_wiki_ppl - 1
+    runs = finetune_runs("two-phase gated")
+    ctl, gated = finetune_runs("control").iloc[0], runs.iloc[0]
+    stored = (runs.final_wiki_ppl - PAPER_TWO_PHASE).abs().min() < 0.01
     return evidence(
-        AUTHORS, needs_seeds(effect(gap, gap, what="control / gated − 1"), 1),
+        AUTHORS, over_runs(ctl.final_wiki_ppl / runs.final_wiki_ppl - 1, "control / gated − 1"),
         measured=f"the control ({ctl.source}) {ctl.final_wiki_ppl:.2f} PPL at {ctl.steps:,} "
         f"steps; the stored two-phase run ({gated.source}: layers {gated.layers}, "
         f"{gated.steps:,} steps) {gated.final_wiki_ppl:.2f}; the text's {PAPER_TWO_PHASE:.2f} "

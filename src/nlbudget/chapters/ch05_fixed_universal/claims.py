@@ -118,7 +118,8 @@ def _exact(F) -> dict:
         own = [r for r in runs if not r.get("planted")]
         planted = [r["rel_error"] for r in runs if r.get("planted")]
         out[n] = {"errors": [r["rel_error"] for r in own], "m": max((r["m"] for r in own), default=None),
-                  "planted": max(planted) if planted else None}
+                  "planted": max(planted) if planted else None,
+                  "planted_ok": bool(planted) and max(planted) < SEARCH_EXACT}
     return out
 
 
@@ -142,7 +143,7 @@ def _universal_part(best, degen, gain, exact) -> Decision:
         return Decision(INCONCLUSIVE, f"the exact solve simulates it on {sum(x < SEARCH_EXACT for x in e)} "
                         f"of {len(e)} seed(s) at m = {exact['m']}: ≥ {MIN_SEEDS} seeds, every one "
                         "solved, decide")
-    planted_ok = exact["planted"] is not None and exact["planted"] < SEARCH_EXACT
+    planted_ok = exact["planted_ok"]
     if planted_ok and gain is not None and gain[2] < SEARCH_GAIN and len(e) >= MIN_SEEDS:
         return Decision(NOT_REPRODUCED, f"the exact solve stalls at {min(e):.3g} at m = "
                         f"{exact['m']} though it recovers a planted program "
@@ -170,8 +171,8 @@ def _solver_control(names, parts, exact, dec) -> controls.Control:
         return controls.not_recorded(
             "the program is also solved for exactly (float64 Levenberg–Marquardt), so a "
             "stalled search is not the optimiser's floor", "the exact solve on every target")
-    sensitive = {n: parts[n] in (REPRODUCED, NOT_REPRODUCED) or (
-        exact[n]["planted"] is not None and exact[n]["planted"] < SEARCH_EXACT) for n in names}
+    sensitive = {n: parts[n] in (REPRODUCED, NOT_REPRODUCED) or exact[n]["planted_ok"]
+                 for n in names}
     return controls.Control(
         "the program is also solved for exactly (float64 Levenberg–Marquardt), so a stalled "
         "search is not the optimiser's floor; the solver shows it can tell on some target "
