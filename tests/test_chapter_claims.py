@@ -870,6 +870,23 @@ def test_ch07_random_features_recover_beyond_a_quarter_of_the_linear_cost():
     assert verdict(c7.claim_rf_recovers, f07(rf_iv=(-0.05, 0.01)), S) == INC
 
 
+def test_ch07_an_over_fit_read_out_decides_nothing():
+    """The positive control: a read-out whose held-out R² falls more than OVERFIT_GAP below its
+    fit R² gives `inconclusive` whatever the intervals say; with λ already chosen by
+    cross-validation the remedy named is more fit tokens, not cross-validation again."""
+    S = {**settings(c7), "n_perm": 500}
+    for iv in ((-0.03, -0.02), (0.0, 0.01)):  # would be reproduced, not reproduced
+        F = f07(rf_iv=iv)
+        F["measured"]["per_layer"][3]["r2_rf_held_out"] = 0.9 - c7.OVERFIT_GAP - 0.01
+        c = c7.claim_rf_recovers(F, S)
+        assert c.verdict == INC and "over-fit" in c.needs and "cross-validation" in c.needs
+        for r in F["measured"]["per_layer"]:
+            r["lambda_rf"] = 1.0
+        c = c7.claim_rf_recovers(F, S)
+        assert c.verdict == INC and "more fit tokens: ≈ 12k" in c.needs  # 10,000 × 0.06/0.05
+        assert c.positive_control["passed"] is False
+
+
 def test_ch07_lenses_relate_by_rank_with_a_permutation_control():
     S = {**settings(c7), "n_perm": 500}
     L = 30
@@ -889,6 +906,34 @@ def test_ch07_lenses_relate_by_rank_with_a_permutation_control():
     # a weak relation: ρ about 0.3, its interval holding 0.3 — undecided at 30 layers
     weak = list(np.arange(L) * 0.3 + rng.normal(0, 8, L))
     assert verdict(c7.claim_linear_vs_asymmetry, f07(lin=lin, asym=weak), S) == INC
+
+def test_ch07_a_relation_needs_lenses_that_measure_layers_not_noise():
+    """Reliability (1 − mean se² / variance across layers) below MIN_RELIABILITY fails the
+    positive control: `inconclusive` whatever ρ; the not-reproduced side is judged on ρ's upper
+    end corrected for attenuation, so noisy lenses cannot rule a relation out."""
+    S = {**settings(c7), "n_perm": 500}
+    L, rng = 30, np.random.default_rng(1)
+    lin = list(0.01 + 0.002 * np.arange(L))
+    same = list(np.arange(L) + rng.normal(0, 0.5, L))
+    reverse = list(-np.arange(L) + rng.normal(0, 0.5, L))
+    for values, clean in ((same, R), (reverse, NR)):
+        F = f07(lin=lin, gate=values)
+        sd = float(np.std(values, ddof=1))
+        F["lenses"]["gate vs random"]["se"] = [0.2 * sd] * L  # reliability 0.96
+        c = c7.claim_linear_vs_routing(F, S)
+        assert c.verdict == clean and c.positive_control["passed"] is True
+        F["lenses"]["gate vs random"]["se"] = [2 * sd] * L  # noise four times the spread
+        c = c7.claim_linear_vs_routing(F, S)
+        assert c.verdict == INC and "not noise" in c.needs and "more windows" in c.needs
+    assert c7.reliability([1.0, 2.0, 3.0], [0.0] * 3) == 1.0
+    assert c7.reliability([1.0, 2.0, 3.0], None) is None
+    # a weakly negative ρ from a lens of reliability 0.3: the corrected upper end reaches 0.3
+    weak = list(-0.2 * np.arange(L) + rng.normal(0, 4, L))
+    F = f07(lin=lin, gate=weak)
+    F["lenses"]["gate vs random"]["se"] = [np.sqrt(0.7) * float(np.std(weak, ddof=1))] * L
+    assert c7.attenuation(F, ("linear cost", "gate vs random")) < 0.6
+    assert c7.claim_linear_vs_routing(F, S).verdict == INC
+
 
 SAMPLES = {"01": lambda: (f01(), settings(c1)),
            "02": lambda: (f02(**WORSE, **ACC_WORSE, **GATES), settings(c2)),

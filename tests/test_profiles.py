@@ -110,3 +110,21 @@ def test_no_chapter_module_asks_for_bfloat16_itself():
     for ch in profiles.CHAPTERS.values():
         src = inspect.getsource(ch.load())
         assert "dtype=torch.bfloat16" not in src, ch.stem
+
+
+def test_full_cells_get_longer_than_an_hour(monkeypatch, tmp_path):
+    """A `full` cell may run past an hour on a slow CPU (chapter 07's sweep: 45 min on a fast
+    one): the default per-cell timeout is the profile's; an explicit one (or
+    $NLBUDGET_CELL_TIMEOUT, how `nlbudget run --timeout` reaches the plan's runs) wins."""
+    from nlbudget.book import runner
+
+    seen = []
+    monkeypatch.setattr(runner, "_execute", lambda src, out, params, timeout, progress:
+                        seen.append(timeout))
+    monkeypatch.delenv("NLBUDGET_CELL_TIMEOUT", raising=False)
+    for profile in ("ci", "full"):
+        runner.run("01", profile=profile, results_dir=tmp_path, build_dir=tmp_path)
+    runner.run("01", profile="full", results_dir=tmp_path, build_dir=tmp_path, timeout=60)
+    monkeypatch.setenv("NLBUDGET_CELL_TIMEOUT", "90")
+    runner.run("01", profile="ci", results_dir=tmp_path, build_dir=tmp_path)
+    assert seen == [3600, 4 * 3600, 60, 90]

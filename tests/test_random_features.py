@@ -42,3 +42,38 @@ def test_the_readout_is_p3s_ridge_estimator():
     Phi = torch.cat([X, X[:, :3] ** 2], 1).double()
     a, b = rf.ridge_readout(Phi, Y.double(), 0.01), fit_ridge(Phi, Y, dtype=torch.float64)
     assert torch.allclose(a.W, b.W, atol=1e-8) and torch.allclose(a.b, b.b, atol=1e-8)
+
+
+def test_cross_validation_over_windows_picks_lambda_from_held_out_error():
+    """Few noisy rows and many features: the least λ memorises, cross-validation chooses a
+    larger one that does better on fresh data; a noiseless linear map takes a small λ."""
+    g = torch.Generator().manual_seed(0)
+    n, p = 240, 160
+    Phi = torch.randn(n, p, generator=g, dtype=torch.float64)
+    w = torch.zeros(p, 3, dtype=torch.float64)
+    w[:4] = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    Y = Phi @ w + 2.0 * torch.randn(n, 3, generator=g, dtype=torch.float64)
+    groups = torch.arange(n) // 12  # 20 "windows" of 12 rows
+    cv = rf.ridge_cv(Phi, Y, groups, folds=5)
+    assert cv["lambda"] > cv["grid"][0] and len(cv["r2"]) == len(cv["grid"])
+    fresh = torch.randn(2000, p, generator=g, dtype=torch.float64)
+    err = {lam: (rf.ridge_readout(Phi, Y, lam)(fresh) - fresh @ w).square().mean()
+           for lam in (cv["grid"][0], cv["lambda"])}
+    assert err[cv["lambda"]] < 0.5 * err[cv["grid"][0]], err
+    clean = rf.ridge_cv(Phi, Phi @ w, groups, folds=5)
+    assert clean["lambda"] == clean["grid"][0] and clean["edge"] and max(clean["r2"]) > 0.999
+    # whole windows go to one fold: a window's rows never train the model that predicts them
+    try:
+        rf.ridge_cv(Phi, Y, torch.zeros(n, dtype=torch.long), folds=5)
+    except ValueError as e:
+        assert "groups" in str(e)
+    else:
+        raise AssertionError("one window cannot be cross-validated")
+
+
+def test_fit_random_features_keeps_the_cross_validated_choice():
+    X, Y = data(600, 0)
+    groups = torch.arange(600) // 50
+    sur = rf.fit_random_features(X, Y, width=64, seed=0, lam=rf.CV(groups, folds=4))
+    assert sur.cv["lambda"] in sur.cv["grid"]
+    assert rf.fit_random_features(X, Y, width=64, seed=0).cv is None

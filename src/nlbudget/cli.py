@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 import time
 
@@ -48,7 +49,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--build-dir", default=None)
     r.add_argument("-p", "--param", action="append", type=_param, default=[],
                    metavar="NAME=VALUE", help="override a notebook parameter")
-    r.add_argument("--timeout", type=int, default=3600, help="per-cell timeout, seconds")
+    r.add_argument("--timeout", type=int, default=None,
+                   help="per-cell timeout, seconds (default: 1 h at smoke and ci, 4 h at full "
+                   "and paper)")
     led = sub.add_parser("ledger", help="print the claims ledger: counts per kind and verdict, "
                          "then every claim")
     led.add_argument("--profile", default="ci")
@@ -92,6 +95,8 @@ def cmd_run(args) -> int:
         # a committed scale: through the plan, which leaves the inputs' record beside the
         # results file (the ledger marks the result stale when they change)
         _check_profile(args.profile)
+        if args.timeout:  # the plan's runs (here, or in a subprocess) read it
+            os.environ["NLBUDGET_CELL_TIMEOUT"] = str(args.timeout)
         key = profiles.chapter(args.chapter).key
         p = plan.make(args.profile, profiles.parse_seed(args.seed), args.results_dir,
                       args.build_dir, force=True, keys=[key])

@@ -4,7 +4,7 @@ nonlinearity recover?
 Fixed universal transformers are programmed only through their inputs: their weights are
 random and stay so. The same question, asked of one MLP layer of a trained model: replace the
 MLP by a frozen random nonlinearity of the MLP's own width, and fit only its read-out, in
-closed form, by P3's ridge estimator (as `surrogates.fit_ridge`, λ = 0.01, float64):
+closed form, by P3's ridge estimator (as `surrogates.fit_ridge`, float64):
 
     f̂(x) = [x, σ(z(x))] W + b,    z(x) = (x − μ) A / s + c,
 
@@ -14,15 +14,35 @@ spread on the fit tokens (so every unit is in σ's curved range), c a random off
 read-out sees x itself), so on the fit tokens it can only do better; the cost of the layer with
 `RandomFeatureSurrogate` against the cost with the linear surrogate is what the random
 nonlinearity buys on held-out tokens.
+
+The read-out has d + m inputs per output, fit on a few thousand tokens: P3's λ = 0.01 (chosen
+for the linear surrogate's d + 1) lets it memorise its fit tokens. `ridge_cv` chooses λ by
+K-fold cross-validation over whole windows (tokens of one window are not independent), from a
+grid scaled to the Gram matrix's mean eigenvalue; the fold with the smallest pooled held-out
+error decides.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from nlbudget.surrogates import RIDGE_LAMBDA, LinearSurrogate
+
+#: ridge_cv's grid: λ as these multiples of the centred Gram matrix's mean eigenvalue.
+LAMBDA_GRID = tuple(10.0 ** k for k in range(-7, 3))
+
+
+@dataclass(frozen=True)
+class CV:
+    """Choose the ridge λ by cross-validation (`ridge_cv`): `groups` a window index per row,
+    `folds` how many folds of whole windows, `grid` λ as multiples of the mean eigenvalue."""
+    groups: torch.Tensor
+    folds: int = 5
+    grid: tuple = LAMBDA_GRID
 
 
 class RandomFeatureSurrogate(nn.Module):
@@ -53,7 +73,9 @@ def fit_random_features(X: torch.Tensor, Y: torch.Tensor, width: int, seed: int 
                         lam: float = RIDGE_LAMBDA, activation=F.silu,
                         dtype: torch.dtype = torch.float32) -> RandomFeatureSurrogate:
     """Draw the feature map from `seed` (A, c: standard Gaussian; A scaled by 1/√d), set μ and
-    s from the fit inputs `X` (N, d), and fit the read-out to `Y` (N, d_out) by ridge."""
+    s from the fit inputs `X` (N, d), and fit the read-out to `Y` (N, d_out) by ridge with
+    `lam` (a number, or `ridge_cv`'s choice: `lam=CV(groups, folds, grid)`; the choice is kept
+    as the surrogate's `cv`)."""
     g = torch.Generator().manual_seed(seed)
     X64 = X.to(torch.float64)
     d = X64.shape[1]
@@ -64,7 +86,12 @@ def fit_random_features(X: torch.Tensor, Y: torch.Tensor, width: int, seed: int 
     rf = RandomFeatureSurrogate(A, mu, s, c, LinearSurrogate(torch.zeros(d + width, 1),
                                                              torch.zeros(1)), activation)
     with torch.no_grad():
-        rf.readout = ridge_readout(rf.features(X64), Y.to(torch.float64), lam)
+        Phi, Y64 = rf.features(X64), Y.to(torch.float64)
+        rf.cv = None
+        if isinstance(lam, CV):
+            rf.cv = ridge_cv(Phi, Y64, lam.groups, lam.folds, lam.grid)
+            lam = rf.cv["lambda"]
+        rf.readout = ridge_readout(Phi, Y64, lam)
     return rf.to(dtype)
 
 
@@ -79,3 +106,41 @@ def ridge_readout(Phi: torch.Tensor, Y: torch.Tensor, lam: float) -> LinearSurro
     G.diagonal().add_(lam)
     W = torch.cholesky_solve(Pc.T @ (Y - y_mean), torch.linalg.cholesky(G))
     return LinearSurrogate(W, y_mean - p_mean @ W)
+
+
+def _centred(Phi: torch.Tensor, Y: torch.Tensor):
+    """(ΦcᵀΦc, ΦcᵀYc, φ̄, ȳ) of rows Φ, Y."""
+    pm, ym = Phi.mean(0), Y.mean(0)
+    Pc = Phi - pm
+    return Pc.T @ Pc, Pc.T @ (Y - ym), pm, ym
+
+
+def ridge_cv(Phi: torch.Tensor, Y: torch.Tensor, groups: torch.Tensor, folds: int = 5,
+             grid: tuple = LAMBDA_GRID) -> dict:
+    """λ for `ridge_readout` by K-fold cross-validation over whole groups (windows): groups are
+    dealt to `folds` folds in turn; each fold is predicted by the read-out fit on the others,
+    for every λ of the grid (multiples of the mean eigenvalue of the full Gram matrix) at the
+    cost of one eigendecomposition per fold. Returns {"lambda": the λ with the least pooled
+    held-out squared error, "grid": the λs, "r2": each λ's pooled held-out R², "edge": whether
+    the choice lies at an end of the grid}."""
+    ids = torch.unique(groups)
+    if len(ids) < folds:
+        raise ValueError(f"ridge_cv needs at least {folds} groups (windows), got {len(ids)}")
+    fold_of = {int(g): i % folds for i, g in enumerate(ids.tolist())}
+    fold = torch.tensor([fold_of[int(g)] for g in groups.tolist()])
+    G, _, _, _ = _centred(Phi, Y)
+    lams = [m * float(G.diagonal().mean()) for m in grid]
+    sse = torch.zeros(len(lams), dtype=torch.float64)
+    sst = 0.0
+    for k in range(folds):
+        tr, te = fold != k, fold == k
+        Gk, Bk, pm, ym = _centred(Phi[tr], Y[tr])
+        e, V = torch.linalg.eigh(Gk)
+        P, VB = (Phi[te] - pm) @ V, V.T @ Bk
+        R = Y[te] - ym
+        sst += float((Y[te] - Y[te].mean(0)).square().sum())
+        for i, lam in enumerate(lams):
+            sse[i] += (R - (P / (e.clamp_min(0) + lam)) @ VB).square().sum()
+    best = int(torch.argmin(sse))
+    return {"lambda": lams[best], "grid": lams, "r2": (1 - sse / sst).tolist(),
+            "edge": best in (0, len(lams) - 1)}

@@ -33,10 +33,17 @@ def check_parameters(key: str, parameters: dict) -> dict:
     return profiles.validate(key, **parameters)
 
 
+#: Per-cell timeout (seconds) by profile: `full` and `paper` cells run for up to an hour on a
+#: fast CPU (chapter 07's sweep at `full`: 45 minutes), so a slower one gets four.
+CELL_TIMEOUT = {"smoke": 3600, "ci": 3600, "full": 4 * 3600, "paper": 4 * 3600}
+
+
 def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | None = None,
         results_dir: str | Path | None = None, build_dir: str | Path | None = None,
-        timeout: int = 3600) -> Path:
-    """Execute chapter `key` at `profile` into `<build>/<profile>/chapters/<stem>.ipynb`.
+        timeout: int | None = None) -> Path:
+    """Execute chapter `key` at `profile` into `<build>/<profile>/chapters/<stem>.ipynb`, each
+    cell within `timeout` seconds (default: $NLBUDGET_CELL_TIMEOUT where set — how `nlbudget
+    run --timeout` reaches chapters run through the plan — else CELL_TIMEOUT of the profile).
 
     The notebook writes its own results file (`<results_dir>/<profile>/<stem>.json`) in its
     last cell, so a failed run leaves the previous results file as it was.
@@ -48,8 +55,9 @@ def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | N
     params["results_dir"] = str(Path(results_dir or paths.results_dir()).resolve())
     ch = profiles.chapter(key)
     out_dir = Path(build_dir or paths.build_dir()) / profile / "chapters"
-    return _execute(profiles.notebook_path(key), out_dir / f"{ch.stem}.ipynb", params, timeout,
-                    progress=not (os.environ.get("CI") or not sys.stderr.isatty()))
+    return _execute(profiles.notebook_path(key), out_dir / f"{ch.stem}.ipynb", params,
+                    timeout or int(os.environ.get("NLBUDGET_CELL_TIMEOUT") or 0)
+                    or CELL_TIMEOUT[profile], progress=not (os.environ.get("CI") or not sys.stderr.isatty()))
 
 
 #: The profiles the exercise notebooks are written for: their solutions must pass every check.

@@ -38,19 +38,26 @@ def _scale(F) -> str:
 OVERFIT_GAP = 0.05
 
 
-def read_out_generalises(rows: list) -> controls.Control:
+def read_out_generalises(rows: list, fit_tokens: int | None = None) -> controls.Control:
     """Positive control of the random-feature claim: no layer's read-out over-fits (held-out R²
     within OVERFIT_GAP of its fit R²); a read-out that only memorises its fit tokens cannot
-    show what a random nonlinearity recovers on others."""
+    show what a random nonlinearity recovers on others. Where λ was already chosen by
+    cross-validation (`lambda_rf` recorded), the remedy left is more fit tokens."""
     what = (f"the random-feature read-out does not over-fit (held-out R² within {OVERFIT_GAP} "
             "of its fit R², every layer)")
+    cv = all(r.get("lambda_rf") is not None for r in rows)
     fix = "λ chosen by cross-validation on held-out windows"
     if any(r.get("r2_rf_held_out") is None for r in rows):
         return controls.not_recorded(what, fix + ", the held-out R² recorded")
     gaps = [r["r2_rf"] - r["r2_rf_held_out"] for r in rows]
     bad = sum(g > OVERFIT_GAP for g in gaps)
+    if cv and fit_tokens:  # a ridge fit's optimism falls as 1/n at a fixed λ-share
+        fix = (f"more fit tokens: ≈ {round(fit_tokens * max(gaps) / OVERFIT_GAP / 1000):,}k "
+               f"would bring the largest gap to {OVERFIT_GAP} (here {fit_tokens:,}; λ is "
+               "already chosen by cross-validation)")
+    how = " (λ by cross-validation)" if cv else " (fixed λ)"
     return controls.Control(what, f"{bad} of {len(rows)} layers over-fit (gap median "
-                            f"{np.median(gaps):+.3f}, largest {max(gaps):+.3f})", bad == 0,
+                            f"{np.median(gaps):+.3f}, largest {max(gaps):+.3f}){how}", bad == 0,
                             fix if bad else "")
 
 
@@ -74,7 +81,7 @@ def claim_rf_recovers(F, S) -> Claim:
                    what=f"random features' gain over the linear surrogate beyond "
                    f"{RECOVER:.0%} of its cost")
     rec = [r["recovered"] for r in rows if r["recovered"] is not None]
-    positive = read_out_generalises(rows)
+    positive = read_out_generalises(rows, F["measured"]["fit_tokens"])
     return decided("BOOK.V.random-features-recover", dec, positive=positive,
                    measured=f"median share of the linear cost recovered {np.median(rec):+.0%} "
                    f"(range {min(rec):+.0%} … {max(rec):+.0%}); median cost linear "
@@ -85,11 +92,51 @@ def claim_rf_recovers(F, S) -> Claim:
                    "margin)", scale=_scale(F), kind="book")
 
 
+#: A lens measures layers, not noise, when its reliability — the share of its variance across
+#: layers not explained by its per-layer sampling noise, 1 − mean(se²) / var — is at least this
+#: (below it the noise alone would pull any ρ towards 0).
+MIN_RELIABILITY = 0.5
+
+
+def reliability(values: list, se: list | None) -> float | None:
+    """Classical test theory's reliability of a lens across layers, 1 − mean(se²) / var(values)
+    over the layers where both are known (None where the lens records no se)."""
+    if se is None:
+        return None
+    pairs = [(v, e) for v, e in zip(values, se) if v is not None and e is not None
+             and math.isfinite(v) and math.isfinite(e)]
+    if len(pairs) < 3:
+        return None
+    v, e = np.array(pairs, dtype=float).T
+    var = float(np.var(v, ddof=1))
+    return 1 - float(np.mean(e ** 2)) / var if var > 0 else -math.inf
+
+
+def lenses_reliable(F, names: tuple) -> controls.Control | None:
+    """Positive control of a relation: every lens that records its noise (se per layer) has
+    reliability ≥ MIN_RELIABILITY, so that a relation, if there, could show; None where no
+    lens records its noise."""
+    rel = {k: reliability(F["lenses"][k]["values"], F["lenses"][k].get("se")) for k in names}
+    known = {k: r for k, r in rel.items() if r is not None}
+    if not known:
+        return None
+    bad = [k for k, r in known.items() if r < MIN_RELIABILITY]
+    return controls.Control(
+        f"each lens measures layers, not noise (reliability ≥ {MIN_RELIABILITY:g}: "
+        "1 − mean(se²) / variance across layers)",
+        "; ".join(f"{k} {r:.2f}" for k, r in known.items()) +
+        "".join(f"; {k}: no interval recorded (taken as exact)" for k in rel if k not in known),
+        not bad, f"{', '.join(bad)} measured on more windows" if bad else "")
+
+
 def relate(F, S, a: str, b: str, cid: str, positive: controls.Control | None = None) -> Claim:
     """Lenses `a` and `b` relate across layers: Spearman ρ with a Fisher-z interval, beyond
     MIN_RHO, and a one-sided permutation test over layers (the control: no association).
     Reproduced when ρ's interval lies above MIN_RHO and the permutation p < ALPHA; not
-    reproduced when the interval lies below MIN_RHO; not run where a lens was not measured."""
+    reproduced when the interval's upper end, corrected for the lenses' noise (divided by
+    √(reliability_a · reliability_b), Spearman's correction for attenuation), lies below
+    MIN_RHO; not run where a lens was not measured. Positive control: the lenses are reliable
+    (`lenses_reliable`), joined with `positive`."""
     va, vb = F["lenses"][a]["values"], F["lenses"][b]["values"]
     if va is None or vb is None:
         miss = [k for k, v in ((a, va), (b, vb)) if v is None]
@@ -109,14 +156,25 @@ def relate(F, S, a: str, b: str, cid: str, positive: controls.Control | None = N
         dec = Decision(INCONCLUSIVE, f"no interval for ρ ({text})")
     elif lo > MIN_RHO and p < ALPHA:
         dec = Decision(REPRODUCED, f"ρ's interval lies above {MIN_RHO:g} and p < {ALPHA:g}")
-    elif hi < MIN_RHO:
-        dec = Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}")
+    elif hi / attenuation(F, (a, b)) < MIN_RHO:
+        dec = Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}, corrected for "
+                       f"the lenses' noise (upper end {hi:+.2f} / {attenuation(F, (a, b)):.2f})")
     else:
-        dec = Decision(INCONCLUSIVE, f"ρ's interval holds {MIN_RHO:g}")
+        dec = Decision(INCONCLUSIVE, f"ρ's interval (corrected for the lenses' noise) holds "
+                       f"{MIN_RHO:g}")
+    noise = lenses_reliable(F, (a, b))
+    positive = controls.joined(noise, positive) if (noise or positive) else None
     return decided(cid, dec, measured=f"{a} against {b}: {text}", positive=positive or
                    controls.none_needed("two measured lenses, nothing fitted to relate them"),
                    control="no association across layers (permutation test over layers)",
                    needs=layers_to_decide(rho, int(ok.sum())), scale=_scale(F), kind="book")
+
+
+def attenuation(F, names: tuple) -> float:
+    """√ of the product of the lenses' reliabilities (1 for a lens that records no noise; a
+    small floor where the noise exceeds the spread, so the division stays finite)."""
+    rel = [reliability(F["lenses"][k]["values"], F["lenses"][k].get("se")) for k in names]
+    return math.sqrt(math.prod(max(r, 1e-3) if r is not None else 1.0 for r in rel))
 
 
 def layers_to_decide(rho: float, n: int) -> str:

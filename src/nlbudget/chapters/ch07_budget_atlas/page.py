@@ -9,6 +9,15 @@ from scipy import stats as sps
 from nlbudget.chapters.ch07_budget_atlas.study import LENSES, REFERENCES, _select_cost
 
 
+def _select_upper(B: dict, c: dict) -> float:
+    """The upper bound of the combined cost's interval on the select windows (the choice's
+    rule), for the model a check measured."""
+    if not c["moves"]:
+        return 0.0
+    ci = B["choice"]["path"][c["moves"] - 1].get("ci")
+    return ci[1] if ci else float("nan")
+
+
 def rf_table(F: dict) -> pd.DataFrame:
     """Per layer: R² of both fits on the fit tokens (of the first draw), the linear surrogate's
     and random features' held-out costs, and the share of the linear cost recovered."""
@@ -65,12 +74,13 @@ def budget_table(F: dict) -> pd.DataFrame:
                      "layers gated": c["n_gated"], "MLP FLOPs removed": c["mlp_flops_removed"],
                      "forward FLOPs removed": c["flops_saved"],
                      "cost (select)": _select_cost(B, c),
+                     "upper bound (select)": _select_upper(B, c),
                      "perplexity (held out)": f"{c['baseline_ppl']:.2f} → {c['ppl']:.2f}",
                      "cost (held out)": f"{c['cost']:+.2%} [{c['ci'][0]:+.2%}, "
                                         f"{c['ci'][1]:+.2%}]"})
     return pd.DataFrame(rows).set_index("budget").style.format({
         "MLP FLOPs removed": "{:.1%}", "forward FLOPs removed": "{:.1%}",
-        "cost (select)": "{:+.2%}"})
+        "cost (select)": "{:+.2%}", "upper bound (select)": "{:+.2%}"}, na_rep="—")
 
 
 def budget_figure(F: dict):
@@ -85,6 +95,10 @@ def budget_figure(F: dict):
     fig, ax = plt.subplots(figsize=(7, 3.6))
     ax.plot(kept, [0.0] + [s["cost"] for s in path], "o-", ms=3, color="#0072B2",
             label="combined model (select windows)")
+    if all(s.get("ci") for s in path):  # the interval whose upper bound the choice reads
+        ax.fill_between(kept, [0.0] + [s["ci"][0] for s in path],
+                        [0.0] + [s["ci"][1] for s in path], color="#0072B2", alpha=0.15,
+                        lw=0, label="its 95 % interval over select windows")
     ax.plot(kept, [0.0] + [s["predicted"] for s in path], "--", color="#999999",
             label="sum of the layers' costs alone")
     for b, c in B["checks"].items():
@@ -130,7 +144,11 @@ def glue(F: dict) -> dict:
             "rf_median": f"{np.median([r['rf'] for r in rows]):+.2%}",
             "r2_gain_median": f"{np.median([r['r2_rf'] - r['r2_linear'] for r in rows]):+.3f}",
             "r2_lin_median": f"{np.median([r['r2_linear'] for r in rows]):.3f}",
-            "n_layers": str(len(rows)), **_budget_glue(F["budget"])}
+            "n_layers": str(len(rows)),
+            "r2_held_median": f"{np.median([r['r2_rf_held_out'] for r in rows]):.3f}",
+            "r2_gap_median": f"{np.median([r['r2_rf'] - r['r2_rf_held_out'] for r in rows]):+.3f}",
+            "cv_folds": str(F["measured"].get("cv", {}).get("folds", "—")),
+            **_budget_glue(F["budget"])}
 
 
 def _budget_glue(B: dict) -> dict:
@@ -142,7 +160,9 @@ def _budget_glue(B: dict) -> dict:
                     f"{p}_n_linear": str(c["n_linear"]), f"{p}_n_gated": str(c["n_gated"]),
                     f"{p}_ppl": f"{c['baseline_ppl']:.2f} → {c['ppl']:.2f}",
                     f"{p}_cost": f"{c['cost']:+.2%} [{c['ci'][0]:+.2%}, {c['ci'][1]:+.2%}]",
-                    f"{p}_select": f"{_select_cost(B, c):+.2%}"})
+                    f"{p}_select": f"{_select_cost(B, c):+.2%}",
+                    f"{p}_moves": str(c["moves"]),
+                    f"{p}_moves_point": str(B["choice"].get("chosen_point", {}).get(b, "—"))})
     for name in ("budgets",) + REFERENCES:
         ratios = [r["ratio"] for r in B["wallclock"] if r["ratio"] is not None and
                   (r["config"] == name or name == "budgets" and r["config"] not in REFERENCES)]

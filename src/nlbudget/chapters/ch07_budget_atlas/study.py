@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+from scipy import stats as sps
 
 from nlbudget import budget, capture, gating, random_features, surrogates, timing
 from nlbudget.assets import corpora
@@ -14,6 +15,9 @@ from nlbudget.evaluation import bootstrap_cost, perplexity
 from nlbudget.verdicts import results, stats
 
 KEY, STEM = "07", "07_budget_atlas"
+
+#: z of a two-sided 95 % interval (a lens's standard error from its interval).
+Z95 = float(sps.norm.ppf(0.975))
 
 #: Chapters whose results this one reads (its lenses): the build runs them first.
 READS = ("02", "03", "04", "06")
@@ -28,19 +32,20 @@ def _split(profile: str) -> dict:
 
 
 # rf_width: the random nonlinearity's width (0: the MLP's own hidden width, as P2's lens asks;
-# smoke uses a narrow one); rf_seeds: draws of it (their per-token losses averaged);
-# select_windows: where the budget's single-layer costs and its path are measured;
-# check_windows: held out, where the chosen models are measured (and timed, with the select
-# windows: batch 8 needs 8 windows); speed_repeats: timed forward passes (median)
+# smoke uses a narrow one); rf_seeds: draws of it (their per-token losses averaged); cv_folds:
+# folds of whole fit windows over which each layer's read-out λ is chosen (on the first draw;
+# the others reuse it); select_windows: where the budget's single-layer costs and its path are
+# measured; check_windows: held out, where the chosen models are measured (and timed, with the
+# select windows: batch 8 needs 8 windows); speed_repeats: timed forward passes (median)
 SETTINGS = {
-    "smoke": dict(**_split("smoke"), rf_width=64, rf_seeds=1, n_perm=200, n_boot=100,
-                  select_windows=2, check_windows=2, speed_repeats=1),
-    "ci": dict(**_split("ci"), rf_width=0, rf_seeds=1, n_perm=10000, n_boot=1000,
+    "smoke": dict(**_split("smoke"), rf_width=64, rf_seeds=1, cv_folds=4, n_perm=200,
+                  n_boot=100, select_windows=2, check_windows=2, speed_repeats=1),
+    "ci": dict(**_split("ci"), rf_width=0, rf_seeds=1, cv_folds=5, n_perm=10000, n_boot=1000,
                select_windows=4, check_windows=4, speed_repeats=5),
-    "full": dict(**_split("full"), rf_width=0, rf_seeds=3, n_perm=10000, n_boot=10000,
-                 select_windows=16, check_windows=32, speed_repeats=5),
-    "paper": dict(**_split("paper"), rf_width=0, rf_seeds=3, n_perm=10000, n_boot=10000,
-                  select_windows=16, check_windows=32, speed_repeats=5),
+    "full": dict(**_split("full"), rf_width=0, rf_seeds=3, cv_folds=5, n_perm=10000,
+                 n_boot=10000, select_windows=16, check_windows=32, speed_repeats=5),
+    "paper": dict(**_split("paper"), rf_width=0, rf_seeds=3, cv_folds=5, n_perm=10000,
+                  n_boot=10000, select_windows=16, check_windows=32, speed_repeats=5),
 }
 
 #: The lenses, in the atlas's order: (name, chapter, what a high value means).
@@ -72,11 +77,20 @@ def capture_fit(model, fit_w: torch.Tensor, S: dict) -> dict:
 
 
 @timing.timed("random features: fit")
-def fit_random_features(pairs: dict, width: int, seed: int) -> dict:
+def fit_random_features(pairs: dict, width: int, seed: int, lams: dict) -> dict:
     """Per layer, a `RandomFeatureSurrogate` of `width` units drawn from `seed` (and the
-    layer), its read-out fit by ridge on that layer's (X, Y)."""
-    return {l: random_features.fit_random_features(X, Y, width, seed=seed + 1000 * l)
+    layer), its read-out fit by ridge on that layer's (X, Y) with the layer's λ in `lams`
+    (a number, or `random_features.CV`: chosen by cross-validation over windows)."""
+    return {l: random_features.fit_random_features(X, Y, width, seed=seed + 1000 * l,
+                                                   lam=lams[l])
             for l, (X, Y) in pairs.items()}
+
+
+def cv_lambdas(pairs: dict, fit_w: torch.Tensor, S: dict) -> dict:
+    """Per layer, λ to be chosen by `cv_folds`-fold cross-validation over whole fit windows
+    (the captured rows are in window order, T − 1 a window)."""
+    groups = torch.arange(fit_w.shape[0]).repeat_interleave(fit_w.shape[1] - 1)
+    return {l: random_features.CV(groups, S["cv_folds"]) for l in pairs}
 
 
 def rf_draws(S: dict) -> list[int]:
@@ -89,7 +103,8 @@ def measure(model, spans: dict, S: dict, progress=None) -> dict:
     """Each layer alone with its MLP replaced — by the linear surrogate (keep-first) and by
     random features (every draw) — on the evaluation windows, one sweep. Per layer: both
     costs, the random features' change against the linear surrogate with its interval over
-    windows (Bonferroni over layers), and the share of the linear cost recovered. Returns
+    windows (Bonferroni over layers), the share of the linear cost recovered, and the
+    read-out's λ (`cv_lambdas`) with its fit, cross-validated and held-out R². Returns
     (that record, {"fits": the ridge fits, "sweep": the linear surrogate's per-token losses}),
     which the budget's gates are trained from."""
     fit_w, eval_w = spans["fit"].windows, spans["eval"].windows
@@ -100,11 +115,13 @@ def measure(model, spans: dict, S: dict, progress=None) -> dict:
     variants = {"linear": {l: surrogates.KeepFirst(mlp[l], f) for l, f in lin.items()}}
     pairs, width = capture_fit(model, fit_w, S), S["rf_width"] or mlp_width(model)
     held = capture_fit(model, eval_w, S)  # the same layers' pairs on held-out windows
-    r2_rf, r2_held = {}, {}
+    r2_rf, r2_held, lams = {}, {}, cv_lambdas(pairs, fit_w, S)
     for s in rf_draws(S):
-        rf = fit_random_features(pairs, width, s)
+        rf = fit_random_features(pairs, width, s, lams)
         variants[f"rf{s}"] = {l: surrogates.KeepFirst(mlp[l], f) for l, f in rf.items()}
-        if not r2_rf:  # the first draw's fit R², and its R² on held-out tokens (over-fit?)
+        if not r2_rf:  # the first draw: λ by cross-validation (the other draws reuse it), its
+            cv = {l: f.cv for l, f in rf.items()}  # fit R² and held-out R² (over-fit?)
+            lams = {l: c["lambda"] for l, c in cv.items()}
             r2_rf = {l: surrogates.r_squared(f, *pairs[l]) for l, f in rf.items()}
             r2_held = {l: surrogates.r_squared(f, *held[l]) for l, f in rf.items()}
     del pairs, held
@@ -116,12 +133,17 @@ def measure(model, spans: dict, S: dict, progress=None) -> dict:
         c_lin = ev.cost("linear", l)
         c_rf = perplexity(rf_nll) / perplexity(ev.baseline) - 1  # as `Sweep.cost`
         rows.append({"layer": l, "r2_linear": r2[l], "r2_rf": r2_rf[l],
-                     "r2_rf_held_out": r2_held[l], "linear": c_lin, "rf": c_rf,
+                     "r2_rf_held_out": r2_held[l], "lambda_rf": lams[l],
+                     "r2_rf_cv": max(cv[l]["r2"]), "lambda_at_grid_edge": cv[l]["edge"],
+                     "linear": c_lin, "rf": c_rf,
+                     "linear_ci": bootstrap_cost(ev.baseline, ev.linear["linear"][l],
+                                                 S["n_boot"], S["seed"]),
                      "recovered": 1 - c_rf / c_lin if c_lin > 0 else None,
                      "rf_vs_linear_ci_family": bootstrap_cost(ev.linear["linear"][l], rf_nll,
                                                               S["n_boot"], S["seed"], family)})
     record = {"per_layer": rows, "family_level": family, "draws": len(rf_draws(S)),
-              "width": width,
+              "width": width, "cv": {"folds": S["cv_folds"],
+                                     "grid_multiples": list(random_features.LAMBDA_GRID)},
               "eval_tokens": int(eval_w[:, 1:].numel()), "fit_tokens": int(fit_w[:, 1:].numel())}
     return record, {"fits": lin, "sweep": surrogates.Sweep(ev.baseline,
                                                            {"linear": ev.linear["linear"]})}
@@ -140,6 +162,9 @@ def lenses(measured: dict, S: dict, results_dir=None) -> dict:
     rows = measured["per_layer"]
     out = {"linear cost": [r["linear"] for r in rows],
            "random-feature recovery": [r["recovered"] for r in rows]}
+    # each lens's standard error per layer, from its interval over windows (the claims weigh
+    # a lens's spread across layers against its noise: `claims.reliability`)
+    se = {"linear cost": [(r["linear_ci"][1] - r["linear_ci"][0]) / (2 * Z95) for r in rows]}
     f04, f02, f06 = (_read(s, S, results_dir) for s in
                      ("04_adaptive_gating", "02_does_symmetry_matter", "06_preprojection_probes"))
     extra = {}
@@ -149,6 +174,11 @@ def lenses(measured: dict, S: dict, results_dir=None) -> dict:
         # (None where random routing costs nothing to save)
         out["gate vs random"] = [r["random"]["vs_gate"] / r["random"]["cost"]
                                  if r["random"]["cost"] > 0 else None for r in rows04]
+        z = sps.norm.ppf(0.5 + f04["pretrained"][name]["family_level"] / 2)
+        se["gate vs random"] = [(r["random"]["vs_gate_ci_family"][1] -
+                                 r["random"]["vs_gate_ci_family"][0]) / (2 * z) /
+                                r["random"]["cost"] if r["random"]["cost"] > 0 else None
+                                for r in rows04]  # random routing's own cost taken as exact
         # the lens's positive control: chapter 04's gates beat chance on held-out tokens
         k = sum(r["auc_family"]["linear:x"][1] > 0.5 for r in rows04)
         extra["gate vs random"] = {"gates_beat_chance": {
@@ -170,7 +200,8 @@ def lenses(measured: dict, S: dict, results_dir=None) -> dict:
     except (TypeError, KeyError):
         out["skip use"] = None
     return {k: {"values": out[k], "source": f"chapter {ch} ({S['profile']})", "high": high,
-                **extra.get(k, {})} for k, ch, high in LENSES}
+                **({"se": se[k]} if k in se else {}), **extra.get(k, {})}
+            for k, ch, high in LENSES}
 
 
 #: Perplexity budgets: the most MLP FLOPs removed at a cost of at most 1 % and 5 %.
@@ -220,7 +251,10 @@ def choose(model, mods: dict, select: torch.Tensor, S: dict, progress=None) -> t
     """Every layer alone in each state on the select windows (one sweep: its cost, the share
     its gate routes, the FLOPs it removes); the greedy path over those options
     (`budget.greedy_path`), the combined model measured on the select windows after every move
-    until its cost passes STOP × the largest budget; per budget, the longest prefix under it.
+    (its cost with a bootstrap interval over windows) until its cost passes STOP × the largest
+    budget; per budget, the longest prefix whose *upper* bound stays under it (`chosen`: a
+    choice that holds with 97.5 % confidence on the select windows, not one flattered by their
+    noise) and, for comparison, the longest whose point estimate does (`chosen_point`).
     Returns (that record, the path)."""
     fl = gating.flops_per_token(model, select.shape[1])
     for m in mods["gated"].values():
@@ -240,16 +274,18 @@ def choose(model, mods: dict, select: torch.Tensor, S: dict, progress=None) -> t
     steps, base = [], ev.baseline
     for k in range(1, len(path) + 1):
         cfg = budget.configuration(path, k)
-        cost = budget.measure_combined(model, select, _installed(mods, cfg), S["batch_size"],
-                                       base)["cost"]
-        steps.append({"layer": path[k - 1].layer, "state": path[k - 1].state, "cost": cost,
-                      "predicted": sum(o.cost for o in cfg.values()),
+        m = budget.measure_combined(model, select, _installed(mods, cfg), S["batch_size"], base,
+                                    S["n_boot"], S["seed"])
+        steps.append({"layer": path[k - 1].layer, "state": path[k - 1].state, "cost": m["cost"],
+                      "ci": list(m["ci"]), "predicted": sum(o.cost for o in cfg.values()),
                       "mlp_kept": 1 - sum(o.flops for o in cfg.values()) / (L * fl.mlp)})
-        if cost > STOP * max(BUDGETS):
+        if m["cost"] > STOP * max(BUDGETS):
             break
     return {"per_layer": per_layer, "path": steps, "moves": len(path),
-            "chosen": {str(b): budget.longest_under([s["cost"] for s in steps], b)
+            "chosen": {str(b): budget.longest_under([s["ci"][1] for s in steps], b)
                        for b in BUDGETS},
+            "chosen_point": {str(b): budget.longest_under([s["cost"] for s in steps], b)
+                             for b in BUDGETS},
             "baseline_ppl": perplexity(base), "tokens": int(select[:, 1:].numel())}, path
 
 
