@@ -322,8 +322,7 @@ FIGURES = {
     "05": {"width_per_d": {"4": [10, 900, 2_000_000]}},
     "06": {"studies": {"m": {"base": {"step0_identical": True},
                              "lora": {"step0_identical": False}}}},
-    "07": {"measured": {"per_layer": [{"r2_linear": a, "r2_rf": b}
-                                      for a, b in ((0.5, 0.4), (0.9, 0.9), (0.2, 0.7))]}},
+    "07": {"measured": {"per_layer": [{"lambda_rf": a} for a in (3.0, 0.005, 250.0)]}},
 }
 
 
@@ -345,7 +344,7 @@ PREDICTIONS = {  # check: (right for FIGURES, [wrong but well-formed], [malforme
     "predict_flop_ratio": (9, [3, 8], [-1, "9"]),
     "predict_width_explodes": (3, [2, 7], [0, 3.0]),
     "predict_step0_changes": ({"lora"}, [set(), {"pre", "skip"}], ["none", {"adapter"}]),
-    "predict_rf_fits_better": (False, [True], ["yes", 1]),
+    "predict_cv_lambda_larger": (False, [True], ["yes", 1]),
     "predict_linearity_by_scale": (_measured_trend, [_flipped],
                                    [{"gelu": "falls"}, {"gelu": "down", "gated": "up"}, "falls"]),
 }

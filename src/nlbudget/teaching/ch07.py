@@ -40,14 +40,14 @@ def spearman(student) -> None:
                           cases, atol=1e-9, rtol=1e-9)
 
 
-def predict_rf_fits_better(predicted, profile: str, results_dir=None) -> None:
-    """Exercise 7.3: on the tokens the read-outs were fit on, is the random-feature
-    surrogate's R² at least the linear surrogate's at every layer?"""
+def predict_cv_lambda_larger(predicted, profile: str, results_dir=None) -> None:
+    """Exercise 7.3: does cross-validation choose, at every layer, a ridge λ larger than the
+    0.01 P3 uses for the linear surrogate?"""
     if not isinstance(predicted, bool):
         raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
     rows = chapter_results("07", profile, results_dir)["figures"]["measured"]["per_layer"]
-    gaps = [r["r2_rf"] - r["r2_linear"] for r in rows]
-    return check_prediction("random features fit the fit tokens at least as well, every layer",
-                            predicted, min(gaps) >= -1e-6, profile,
-                            f"R² gain on the fit tokens: {min(gaps):+.3f} to {max(gaps):+.3f} "
-                            f"over {len(rows)} layers.")
+    lams = [r["lambda_rf"] for r in rows]
+    return check_prediction("cross-validation chooses a λ larger than P3's, every layer",
+                            predicted, min(lams) > surrogates.RIDGE_LAMBDA, profile,
+                            f"λ chosen: {min(lams):.3g} to {max(lams):.3g} over {len(rows)} "
+                            f"layers, against P3's {surrogates.RIDGE_LAMBDA:g}.")
