@@ -66,6 +66,23 @@ def pair_config(kind: str, settings: dict) -> TrainConfig:
                        warmup=max(1, steps // 10), seed=settings["seed"])
 
 
+def pair_val(corpus: Corpus, tokenizer, settings: dict) -> torch.Tensor:
+    """The matched pair's validation windows: the first `pair_eval_windows` windows of
+    `pair_context` tokens of the validation split (its learning curve, and the chapters'
+    evaluations of it)."""
+    C = settings["pair_context"]
+    return encode(corpus, tokenizer, "validation")[: settings["pair_eval_windows"] * C].view(-1, C)
+
+
+def train_pair(kind: str, settings: dict, corpus: Corpus, tokenizer, progress=None,
+               device: str = "cpu"):
+    """One model of the matched pair (`pair_config`), trained with its validation curve on
+    `pair_val` or read from the cache: every chapter that uses the pair calls this, so the
+    cached checkpoint and its curve are the same for all. Returns (model, log)."""
+    return train_or_load(pair_config(kind, settings), corpus, tokenizer, progress=progress,
+                         device=device, val=pair_val(corpus, tokenizer, settings))
+
+
 @timing.timed("training.train_tokenizer")
 def train_tokenizer(corpus: Corpus, vocab_size: int = 8192, cache: Path | None = None):
     """A byte-level BPE trained on the corpus's train split (cached)."""
@@ -122,13 +139,29 @@ def cosine_schedule(optimizer, warmup: int, total: int, floor: float = 0.1):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, f)
 
 
+#: A learning curve's points: the validation loss is measured this many times over training.
+CURVE_POINTS = 20
+
+
+def val_loss(model, windows: torch.Tensor, batch_size: int) -> float:
+    """Mean next-token loss on held-out `windows` (the model left in eval mode)."""
+    from nlbudget.evaluation import eval_nll
+
+    model.eval()
+    with torch.no_grad():
+        return float(eval_nll(model, windows, batch_size).mean())
+
+
 @timing.timed("training.train")
 def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=None,
-          stream: torch.Tensor | None = None, device: str = "cpu"):
+          stream: torch.Tensor | None = None, device: str = "cpu",
+          val: torch.Tensor | None = None):
     """Train from scratch with a fixed step budget; returns (model, log). `prepare(model)`,
     if given, modifies the fresh model first (e.g. swaps its MLPs); `stream` is the encoded
     train split, if the caller has it already. The model trains on `device`
-    (`devices.attach`: batches are drawn on the CPU and moved by the model)."""
+    (`devices.attach`: batches are drawn on the CPU and moved by the model). With `val`
+    (held-out windows), the log's `val_curve` is the validation loss CURVE_POINTS times over
+    training (what `verdicts.controls.plateau` reads); the batches drawn do not change."""
     model = models.build_tiny(cfg.kind, seed=cfg.seed, vocab_size=len(tokenizer),
                               n_layer=cfg.n_layer, d_model=cfg.d_model, n_head=cfg.n_head,
                               context=cfg.context)
@@ -141,13 +174,17 @@ def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=No
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
                             weight_decay=cfg.weight_decay)
     sched = cosine_schedule(opt, cfg.warmup, cfg.steps)
-    losses, t0 = [], time.perf_counter()
-    for _ in range(cfg.steps):
+    losses, curve, t0 = [], [], time.perf_counter()
+    every = max(1, cfg.steps // CURVE_POINTS)
+    for step in range(1, cfg.steps + 1):
         losses.append(lm_step(model, random_windows(stream, cfg.batch_size, cfg.context, gen),
                               opt, sched))
+        if val is not None and step % every == 0:
+            curve.append(val_loss(model, val, cfg.batch_size))
         if progress is not None:
             progress.update(1)
-    log = {"train_loss": losses, "seconds": time.perf_counter() - t0,
+    log = {"train_loss": losses, "val_curve": curve if val is not None else None,
+           "seconds": time.perf_counter() - t0,
            "tokens": cfg.steps * cfg.batch_size * cfg.context,
            "params": sum(p.numel() for p in model.parameters())}
     return model.eval(), log
@@ -155,16 +192,16 @@ def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=No
 
 @timing.timed("training.train_or_load")
 def train_or_load(cfg: TrainConfig, corpus: Corpus, tokenizer, cache: Path | None = None,
-                  progress=None, device: str = "cpu"):
-    """The cached checkpoint for `cfg` on `corpus`, training it first (on `device`) if
-    absent; the model is attached to `device`."""
+                  progress=None, device: str = "cpu", val: torch.Tensor | None = None):
+    """The cached checkpoint for `cfg` on `corpus`, training it first (on `device`, its
+    validation curve on `val` where given) if absent; the model is attached to `device`."""
     from transformers import AutoModelForCausalLM
 
     d = (cache or paths.cache_dir()) / "checkpoints" / cfg.key(corpus.sha256)
     if (d / "train_log.json").is_file():
         model = devices.attach(AutoModelForCausalLM.from_pretrained(d).eval(), device)
         return model, json.loads((d / "train_log.json").read_text())
-    model, log = train(cfg, corpus, tokenizer, progress, device=device)
+    model, log = train(cfg, corpus, tokenizer, progress, device=device, val=val)
     tmp = d.with_name(d.name + ".part")
     model.save_pretrained(tmp)
     atomic_write_text(tmp / "train_log.json", json.dumps({**log, "config": asdict(cfg)}))

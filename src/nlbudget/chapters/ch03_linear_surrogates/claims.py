@@ -99,7 +99,8 @@ def pair_trained(F) -> controls.Control:
     abl = min(p["ablation"]["cost"] for p in pr.values())
     lo = max(lo for p in pr.values() for lo, _ in p["report"]["ci_family"]["plain"])
     return controls.trained(
-        {k: p.get("curve") for k, p in pr.items()}, fix,
+        {f"{k} (seed {r.get('seed', '?')})": r.get("curve")
+         for k, p in pr.items() for r in p.get("by_seed") or [p]}, fix,
         controls.above(f"the pair's MLPs matter (zeroing them ≥ +{MIN_ABLATION:.0%} PPL)", abl,
                        MIN_ABLATION, f"zeroing the MLPs: {abl:+.0%} at least", fix),
         controls.above(f"the pair's MLPs are nonlinear (largest corrected all-linear cost "

@@ -108,8 +108,7 @@ def pair_data(S: dict, text) -> dict:
     train_stream = training.encode(text, tok, "train")
     C = S["pair_context"]
     return {"tok": tok, "train": train_stream, "context": C,
-            "fit": train_stream[: 80 * C].view(80, C),
-            "eval": training.encode(text, tok, "validation")[: S["pair_eval_windows"] * C].view(-1, C)}
+            "fit": train_stream[: 80 * C].view(80, C), "eval": training.pair_val(text, tok, S)}
 
 
 def seeds(S: dict) -> list[int]:
@@ -128,7 +127,8 @@ def add_seed(group: dict, kind: str, seed: int, record: dict, summary: dict) -> 
 def pair_summary(record: dict) -> dict:
     """What the claims read of one seed of a pair model."""
     return {"ablation_cost": record["ablation"]["cost"],
-            "middle_cost": record["report"]["middle"]["plain"]["cost"]}
+            "middle_cost": record["report"]["middle"]["plain"]["cost"],
+            "curve": record.get("curve")}
 
 
 def progressive_summary(run: dict) -> dict:
@@ -143,12 +143,13 @@ def progressive_summary(run: dict) -> dict:
 def train_pair(kind: str, seed: int, S: dict, text, data: dict):
     """One model of the matched pair from `seed`, trained here (or read from the cache);
     returns (the model, what its results record of the training)."""
-    cfg = training.pair_config(kind, {**S, "seed": seed})
-    bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
-    model, log = training.train_or_load(cfg, text, data["tok"], progress=bar, device=S["device"])
+    bar = tqdm(total=S["pair_steps"], desc=f"train {kind}", mininterval=60)
+    model, log = training.train_pair(kind, {**S, "seed": seed}, text, data["tok"], progress=bar,
+                                     device=S["device"])
     bar.close()
     return model, {"params": log["params"], "train_tokens": log["tokens"], "seed": seed,
-                   "final_train_loss": float(np.mean(log["train_loss"][-20:]))}
+                   "final_train_loss": float(np.mean(log["train_loss"][-20:])),
+                   "curve": log.get("val_curve")}
 
 
 @timing.timed("pair: ablation")

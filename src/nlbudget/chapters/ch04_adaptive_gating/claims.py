@@ -96,8 +96,10 @@ def pair_nonlinear(F) -> controls.Control:
     fix = "train the pair to its plateau at full (chapter 03's pair_steps)"
     lo = max((r["all_linear"]["ci"][0] for p in F["pair"].values() for r in p["per_layer"]),
              default=float("nan"))
+    curves = {f"{k} (seed {r['seed']})": r.get("curve")
+              for k, p in F.get("two_phase", {}).items() for r in p.get("by_seed", [])}
     return controls.trained(
-        {k: p.get("curve") for k, p in F["pair"].items()}, fix,
+        curves or {k: p.get("curve") for k, p in F["pair"].items()}, fix,
         controls.above(f"the pair's MLPs are nonlinear (largest all-linear cost > "
                        f"{NONLINEAR_FLOOR:.0%})", lo, NONLINEAR_FLOOR,
                        f"linear to within {lo:+.3%} (largest lower end)", fix))

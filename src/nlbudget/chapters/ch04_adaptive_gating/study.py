@@ -102,6 +102,7 @@ class Run:
     progress: object = None  # a tqdm bar over the sweeps' windows, or None
     r2: list | None = None  # R² of each layer's fit, where the chapter reports it
     seed: int | None = None  # the seed a pair model was trained from (else the run's)
+    curve: list | None = None  # a pair model's validation curve over its training
 
     @property
     def L(self) -> int:
@@ -137,15 +138,15 @@ def pair_run(kind: str, seed: int, S: dict, text, data: dict) -> Run:
     """One model of the matched pair from `seed` (trained by chapter 03, read from the cache),
     fit on its own training stream; one routing-curve layer and half the pair's evaluation
     windows."""
-    cfg = training.pair_config(kind, {**S, "seed": seed})
-    bar = tqdm(total=cfg.steps, desc=f"train {kind}", mininterval=60)
-    model, _ = training.train_or_load(cfg, text, data["tok"], progress=bar, device=S["device"])
+    bar = tqdm(total=S["pair_steps"], desc=f"train {kind}", mininterval=60)
+    model, log = training.train_pair(kind, {**S, "seed": seed}, text, data["tok"], progress=bar,
+                                     device=S["device"])
     bar.close()
     spans = data["spans"]
     fits, _ = surrogates.fit_layers(model, spans["fit"].windows, skip_first=True)
     return Run(model, fits, spans["gate"].windows, spans["select"].windows,
                data["eval"][: len(data["eval"]) // 2], S, spread(S["pair_layers"], 1),
-               2 * S["batch_size"], seed=seed)
+               2 * S["batch_size"], seed=seed, curve=log.get("val_curve"))
 
 
 def seeds(S: dict) -> list[int]:
@@ -158,8 +159,9 @@ def add_seed(group: dict, kind: str, seed: int, record: dict) -> None:
     final perplexities go to `by_seed`, which the claim reads."""
     group.setdefault(kind, record)
     group[kind].setdefault("by_seed", []).append(
-        {"seed": seed, **{k: record[k] for k in ("start_ppl", "phase1_ppl", "phase2_soft_ppl",
-                                                  "phase2_hard_ppl", "control_ppl")}})
+        {"seed": seed, **{k: record.get(k) for k in ("start_ppl", "phase1_ppl",
+                                                      "phase2_soft_ppl", "phase2_hard_ppl",
+                                                      "control_ppl", "curve")}})
 
 
 def pair_data(S: dict, text) -> dict:
