@@ -118,3 +118,24 @@ def progressive_figure(runs: dict):
         ax.legend()
     fig.tight_layout()
     return fig
+
+
+def pair_curves_figure(pair: dict, steps: int):
+    """Each pair model's validation loss over its training (every seed), the curve its
+    positive control reads (`verdicts.controls.plateau`: the last fifth against the one
+    before)."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    for (kind, p), colour in zip(pair.items(), ("#0072B2", "#D55E00")):
+        for i, r in enumerate(p.get("by_seed") or [p]):
+            c = r.get("curve") or []
+            x = [steps * (k + 1) / len(c) for k in range(len(c))]
+            ax.plot(x, c, "o-", ms=2, lw=1, color=colour, alpha=0.8,
+                    label=kind if i == 0 else None)
+    ax.axvspan(0.6 * steps, 0.8 * steps, color="0.9", lw=0)
+    ax.axvspan(0.8 * steps, steps, color="0.8", lw=0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (nats)")
+    ax.set_title("the matched pair: learning curves (shaded: the fifths the control compares)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
