@@ -34,3 +34,38 @@ def test_the_validation_curve_is_recorded_without_changing_the_training():
     # the curve is what the plateau control reads
     assert controls.plateau(curve, share=1.0).passed is True
     assert controls.plateau(curve[:8]).passed is False  # too short to show a plateau
+
+
+def test_the_pair_trains_on_one_thread_and_restores_the_callers(monkeypatch):
+    seen = []
+    monkeypatch.setattr(training, "pair_val", lambda *a: None)
+    monkeypatch.setattr(training, "train_or_load",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or ("m", {}))
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        S = {**training.PAIR["smoke"], "seed": 0}
+        assert training.train_pair("neox-seq", S, None, None) == ("m", {})
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(saved)
+
+
+def test_the_pair_trained_side_by_side_is_the_pair_trained_in_turn(tmp_path, monkeypatch):
+    from nlbudget.assets import corpora
+
+    text = corpora.load("pydocs")  # before the cache moves: the corpus ships with the repository
+    monkeypatch.setenv("NLBUDGET_CACHE", str(tmp_path / "side"))
+    S = {**training.PAIR["smoke"], "pair_steps": 4, "seed": 0, "device": "cpu"}
+    jobs = [(k, s) for k in ("neox-seq", "neox-par") for s in (0, 1)]
+    training.train_pairs(("neox-seq", "neox-par"), (0, 1), S, text, workers=2)  # 2 processes
+    assert all((training.checkpoint(training.pair_config(k, {**S, "seed": s}), text)
+                / "train_log.json").is_file() for k, s in jobs)
+    tok = training.train_tokenizer(text, S["pair_vocab"])
+    side = [training.train_pair(k, {**S, "seed": s}, text, tok) for k, s in jobs]  # from the cache
+    assert all(log.get("config") for _, log in side)
+    monkeypatch.setenv("NLBUDGET_CACHE", str(tmp_path / "turn"))
+    for (m0, log0), (k, s) in zip(side, jobs):
+        m1, log1 = training.train_pair(k, {**S, "seed": s}, text, tok)  # trained here
+        assert log0["val_curve"] == log1["val_curve"]
+        assert all(torch.equal(a, b) for a, b in zip(m0.parameters(), m1.parameters()))

@@ -38,6 +38,23 @@ def percent_axis(ax, which="y"):
     (ax.yaxis if which == "y" else ax.xaxis).set_major_formatter(fmt)
 
 
+def learning_curves(ax, groups: dict, steps: int, colors=None) -> None:
+    """Validation-loss curves (`training.train`'s `val_curve`: evenly spaced over `steps`), one
+    colour per group and one line per seed, with the two last fifths shaded: what the plateau
+    control (`verdicts.controls.plateau`) compares."""
+    palette = colors or plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for (label, curves), colour in zip(groups.items(), palette):
+        for i, c in enumerate(c for c in curves if c):
+            x = [steps * (k + 1) / len(c) for k in range(len(c))]
+            ax.plot(x, c, "o-", ms=2, lw=1, color=colour, alpha=0.8,
+                    label=label if i == 0 else None)
+    ax.axvspan(0.6 * steps, 0.8 * steps, color="0.9", lw=0)
+    ax.axvspan(0.8 * steps, steps, color="0.8", lw=0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (nats)")
+    ax.legend(fontsize=8)
+
+
 #: One colour per verdict, the same on the ledger page and in the chapters.
 VERDICT_COLORS = {"reproduced": "#2e8b57", "transfers": "#66c2a4", "partly": "#9acd32",
                   "inconclusive": "#c8c8c8", "not reproduced": "#c0392b",

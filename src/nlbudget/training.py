@@ -10,29 +10,40 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from tqdm.std import tqdm
 
 from nlbudget import paths, timing
 from nlbudget.assets import devices, models
 from nlbudget.assets.corpora import Corpus
+from nlbudget.evaluation import eval_nll
 from nlbudget.paths import atomic_write_text
 
 #: The matched pair of small models trained from scratch (Parts II and IV): the same settings
 #: in every chapter that uses it, so the cached checkpoints are shared.
 PAIR = {
     "smoke": dict(pair_layers=3, pair_d_model=64, pair_context=64, pair_batch=8,
-                  pair_vocab=512, pair_steps=10, pair_eval_windows=8),
-    "ci": dict(pair_layers=4, pair_d_model=96, pair_context=128, pair_batch=12,
-               pair_vocab=4096, pair_steps=80, pair_eval_windows=48),
-    # full: the ci pair (the same cached models), with more seeds where chapters ask for them
-    "full": dict(pair_layers=4, pair_d_model=96, pair_context=128, pair_batch=12,
-                 pair_vocab=4096, pair_steps=80, pair_eval_windows=48),
+                  pair_vocab=512, pair_steps=10, pair_lr=1e-3, pair_eval_windows=8),
+    # ci: the full pair's shape, stopped early (minutes of the default book)
+    "ci": dict(pair_layers=4, pair_d_model=32, pair_context=128, pair_batch=12,
+               pair_vocab=2048, pair_steps=300, pair_lr=5e-3, pair_eval_windows=48),
+    # full: sized to reach its plateau here (chapter 03's plateau control: the validation loss
+    # improved < 2 % over the last fifth, upper end). d = 96 with a 4k vocabulary still
+    # improved 2.1 % [0.2, 4.1] after 5,000 steps (val PPL 49.6, 17 min a model); d = 32 with a
+    # 2k vocabulary at lr 5e-3 by 1.1–1.3 % after 5,000 steps (val PPL 65–69, 6 min a model),
+    # but with 20 curve points the upper end crossed 2 % on two of four models: 6,000 steps
+    # and 40 points (CURVE_POINTS)
+    "full": dict(pair_layers=4, pair_d_model=32, pair_context=128, pair_batch=12,
+                 pair_vocab=2048, pair_steps=6000, pair_lr=5e-3, pair_eval_windows=48),
     "paper": dict(pair_layers=6, pair_d_model=256, pair_context=256, pair_batch=32,
-                  pair_vocab=8192, pair_steps=4000, pair_eval_windows=256),
+                  pair_vocab=8192, pair_steps=4000, pair_lr=1e-3, pair_eval_windows=256),
 }
 
 
@@ -62,7 +73,7 @@ def pair_config(kind: str, settings: dict) -> TrainConfig:
     steps = settings["pair_steps"]
     return TrainConfig(kind, n_layer=settings["pair_layers"], d_model=settings["pair_d_model"],
                        context=settings["pair_context"], batch_size=settings["pair_batch"],
-                       steps=steps, vocab_size=settings["pair_vocab"],
+                       steps=steps, vocab_size=settings["pair_vocab"], lr=settings["pair_lr"],
                        warmup=max(1, steps // 10), seed=settings["seed"])
 
 
@@ -74,13 +85,62 @@ def pair_val(corpus: Corpus, tokenizer, settings: dict) -> torch.Tensor:
     return encode(corpus, tokenizer, "validation")[: settings["pair_eval_windows"] * C].view(-1, C)
 
 
+@contextmanager
+def one_thread():
+    """PyTorch on one CPU thread inside the block (restored after)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
 def train_pair(kind: str, settings: dict, corpus: Corpus, tokenizer, progress=None,
                device: str = "cpu"):
     """One model of the matched pair (`pair_config`), trained with its validation curve on
     `pair_val` or read from the cache: every chapter that uses the pair calls this, so the
-    cached checkpoint and its curve are the same for all. Returns (model, log)."""
-    return train_or_load(pair_config(kind, settings), corpus, tokenizer, progress=progress,
-                         device=device, val=pair_val(corpus, tokenizer, settings))
+    cached checkpoint and its curve are the same for all. It trains on one thread, whatever
+    the chapter's: a second gains a model this small nothing, and the checkpoint then does
+    not depend on which chapter trained it. Returns (model, log)."""
+    with one_thread():
+        return train_or_load(pair_config(kind, settings), corpus, tokenizer, progress=progress,
+                             device=device, val=pair_val(corpus, tokenizer, settings))
+
+
+def _pair_job(kind: str, settings: dict, corpus: Corpus) -> str:
+    """One pair checkpoint, trained in a worker process (`train_pairs`), quietly."""
+    import transformers  # in the worker: its progress bars would reach the notebook
+
+    transformers.utils.logging.disable_progress_bar()
+    train_pair(kind, settings, corpus, train_tokenizer(corpus, settings["pair_vocab"]))
+    return kind
+
+
+def checkpoint(cfg: TrainConfig, corpus: Corpus, cache: Path | None = None) -> Path:
+    """Where `train_or_load` keeps the checkpoint of `cfg` on `corpus`."""
+    return (cache or paths.cache_dir()) / "checkpoints" / cfg.key(corpus.sha256)
+
+
+def train_pairs(kinds, seeds, settings: dict, corpus: Corpus, workers: int | None = None) -> None:
+    """Train the pair checkpoints of `kinds` × `seeds` that the cache lacks, side by side
+    in `workers` processes (default: this process's PyTorch threads) of one thread each — each
+    exactly as `train_pair` trains it, so the chapters then read them from the cache. With one
+    worker, or on an accelerator, it trains nothing: the chapter's own `train_pair` calls train
+    them in turn."""
+    todo = [(kind, {**settings, "seed": seed}) for kind in kinds for seed in seeds]
+    todo = [(kind, S) for kind, S in todo
+            if not (checkpoint(pair_config(kind, S), corpus) / "train_log.json").is_file()]
+    workers = min(len(todo), workers or torch.get_num_threads())
+    if workers <= 1 or settings.get("device", "cpu") != "cpu":
+        return
+    bar = tqdm(total=len(todo), desc=f"the pair: {len(todo)} models, {workers} at a time",
+               mininterval=60)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for f in as_completed([pool.submit(_pair_job, kind, S, corpus) for kind, S in todo]):
+            f.result()
+            bar.update(1)
+    bar.close()
 
 
 @timing.timed("training.train_tokenizer")
@@ -140,13 +200,11 @@ def cosine_schedule(optimizer, warmup: int, total: int, floor: float = 0.1):
 
 
 #: A learning curve's points: the validation loss is measured this many times over training.
-CURVE_POINTS = 20
+CURVE_POINTS = 40
 
 
 def val_loss(model, windows: torch.Tensor, batch_size: int) -> float:
     """Mean next-token loss on held-out `windows` (the model left in eval mode)."""
-    from nlbudget.evaluation import eval_nll
-
     model.eval()
     with torch.no_grad():
         return float(eval_nll(model, windows, batch_size).mean())
@@ -197,7 +255,7 @@ def train_or_load(cfg: TrainConfig, corpus: Corpus, tokenizer, cache: Path | Non
     validation curve on `val` where given) if absent; the model is attached to `device`."""
     from transformers import AutoModelForCausalLM
 
-    d = (cache or paths.cache_dir()) / "checkpoints" / cfg.key(corpus.sha256)
+    d = checkpoint(cfg, corpus, cache)
     if (d / "train_log.json").is_file():
         model = devices.attach(AutoModelForCausalLM.from_pretrained(d).eval(), device)
         return model, json.loads((d / "train_log.json").read_text())

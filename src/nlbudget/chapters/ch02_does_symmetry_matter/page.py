@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nlbudget.chapters.ch02_does_symmetry_matter.claims import GATED
+from nlbudget import plots
+from nlbudget.chapters.ch02_does_symmetry_matter.claims import GATED, SYMMETRIC
 from nlbudget.verdicts import stats
 
 
@@ -59,6 +60,17 @@ def summary(F: dict) -> dict:
         out[v] = {"val PPL (mean)": m, "95% CI": [lo, hi], f"Δ vs {ref}": d[0],
                   "Δ interval (paired)": [d[1], d[2]]}
     return out
+
+
+def lm_curves_figure(curves: dict, steps: int):
+    """The two forms the claim compares: every seed's validation loss over training, the
+    curves their positive control reads."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    plots.learning_curves(ax, {v: curves.get(v, []) for v in (SYMMETRIC, GATED)}, steps,
+                          (plots.COLORS["symmetric"], plots.COLORS["silu"]))
+    ax.set_title("language models: learning curves (shaded: the fifths the control compares)")
+    fig.tight_layout()
+    return fig
 
 
 def symmetry_experiments(lm: dict, modular: dict, gates: list, cost=None, random=None):

@@ -66,15 +66,17 @@ def lm_data(S: dict, text) -> dict:
 @timing.timed("language modelling")
 def train_lm(v: str, seed: int, lm: dict, S: dict, text):
     """A small sequential GPT-NeoX whose MLPs are the form `v` at the budget 8d², trained from
-    `seed` (every form sees the same batches for a seed)."""
+    `seed` (every form sees the same batches for a seed). Returns (the model, its validation
+    curve on `lm["val"]`, which the positive control reads)."""
     d = S["lm_d_model"]
     cfg = training.TrainConfig("neox-seq", n_layer=S["lm_layers"], d_model=d,
                                context=S["lm_context"], batch_size=S["lm_batch"],
                                steps=S["lm_steps"], warmup=max(1, S["lm_steps"] // 10),
                                vocab_size=S["lm_vocab"], seed=seed)
-    model, _ = training.train(cfg, text, lm["tok"], stream=lm["stream"], device=S["device"],
-                              prepare=lambda m: symmetry.install_mlps(m, v, 8 * d * d, seed))
-    return model
+    model, log = training.train(cfg, text, lm["tok"], stream=lm["stream"], device=S["device"],
+                                prepare=lambda m: symmetry.install_mlps(m, v, 8 * d * d, seed),
+                                val=lm["val"])
+    return model, log["val_curve"]
 
 
 @timing.timed("modular addition")

@@ -57,8 +57,9 @@ def scale(S: dict) -> dict:
         "corpus": ("WikiText-103", S["corpus"]),
         "surrogate fit": ("10,000 tokens", f"{S['fit_windows'] * S['window']:,} tokens"),
         "evaluation": ("50,000 tokens", f"{S['eval_windows'] * S['window']:,} tokens"),
-        "progressive": ("GPT-2 Medium, 50 steps per layer; 2,000 steps for 4 layers",
-                        f"the pair, {S['ft_steps']} steps per layer, 1 seed")}
+        "progressive": ("GPT-2 Medium, 50 steps per layer, 200 final; 2,000 steps for 4 layers",
+                        f"the pair, {S['ft_steps']} steps per layer, {S['ft_final_steps']} final, "
+                        f"{S['pair_seeds']} seed(s)")}
 
 
 def _main(F):
@@ -336,7 +337,7 @@ def _progressive_text(F):
 
 
 def _progressive_scale(S):
-    return (f"matched pair; {S['ft_steps']} steps per layer + {S['ft_steps']} final, batch "
+    return (f"matched pair; {S['ft_steps']} steps per layer + {S['ft_final_steps']} final, batch "
             f"{S['pair_batch']}×{S['pair_context']}; {S['pair_seeds']} seed(s)")
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nlbudget import plots
+from nlbudget.verdicts import controls
 from nlbudget.chapters.ch03_linear_surrogates.claims import MIN_ABLATION, _main
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, author_costs, summarise
 
@@ -52,6 +53,8 @@ def glue(F: dict, S: dict) -> dict:
     s = summarise(F)
     main = f"{name} / keep-first"
     seq, par = F["pair"]["neox-seq"], F["pair"]["neox-par"]
+    plateaus = [controls.plateau(r.get("curve"))
+                for p in (seq, par) for r in p.get("by_seed") or [p]]
     ref = author_costs()
     gm = ref[ref.model == "gpt2-medium"].set_index("layer").cost_pct / 100
     return {
@@ -61,6 +64,10 @@ def glue(F: dict, S: dict) -> dict:
         "smol_median": f"{s[main]['median cost']:+.1%}", "smol_max": f"{s[main]['max cost']:+.1%}",
         "plain_max": f"{s[f'{name} / plain']['max cost']:+.0%}",
         "pair_ablation": f"{seq['ablation']['cost']:+.0%} / {par['ablation']['cost']:+.0%}",
+        "pair_size": f"{S['pair_layers']} layers, d = {S['pair_d_model']}, "
+                     f"{S['pair_steps']:,} steps",
+        "pair_ppl": f"{seq['ablation']['ppl']:.1f} / {par['ablation']['ppl']:.1f}",
+        "pair_plateau": f"{sum(c.passed for c in plateaus)} of {len(plateaus)}",
         "pair_median": f"{s['neox-seq / plain']['median cost']:+.2%} / "
                        f"{s['neox-par / plain']['median cost']:+.2%}",
         "prog": "; ".join(f"{k}: linearized {p['linearized'][-1]['val_ppl']:.1f}, control "
@@ -125,17 +132,8 @@ def pair_curves_figure(pair: dict, steps: int):
     positive control reads (`verdicts.controls.plateau`: the last fifth against the one
     before)."""
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
-    for (kind, p), colour in zip(pair.items(), ("#0072B2", "#D55E00")):
-        for i, r in enumerate(p.get("by_seed") or [p]):
-            c = r.get("curve") or []
-            x = [steps * (k + 1) / len(c) for k in range(len(c))]
-            ax.plot(x, c, "o-", ms=2, lw=1, color=colour, alpha=0.8,
-                    label=kind if i == 0 else None)
-    ax.axvspan(0.6 * steps, 0.8 * steps, color="0.9", lw=0)
-    ax.axvspan(0.8 * steps, steps, color="0.8", lw=0)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("validation loss (nats)")
+    plots.learning_curves(ax, {kind: [r.get("curve") for r in p.get("by_seed") or [p]]
+                               for kind, p in pair.items()}, steps, ("#0072B2", "#D55E00"))
     ax.set_title("the matched pair: learning curves (shaded: the fifths the control compares)")
-    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -17,28 +17,32 @@ from nlbudget.verdicts import stats
 
 KEY, STEM = "03", "03_linear_surrogates"
 
+#: The matched pair: sequential (GPT-2's topology) and parallel (Pythia's) residual.
+KINDS = ("neox-seq", "neox-par")
+
 _PAPER_MODELS = ("gpt2-medium,gpt2-large,EleutherAI/pythia-160m,EleutherAI/pythia-410m,"
                  "EleutherAI/pythia-1b,EleutherAI/pythia-2.8b")
 
 SETTINGS = {
     "smoke": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=32,
                   fit_windows=8, eval_windows=4, batch_size=4, **training.PAIR["smoke"],
-                  pair_seeds=1, ft_steps=2, ft_lr=1e-4, n_boot=100),
+                  pair_seeds=1, ft_steps=2, ft_final_steps=2, ft_lr=1e-4, n_boot=100),
     # fit_windows × window ≈ 10k tokens, P3's fit size (fewer over-fit the 577-parameter rows of
     # W and b: 16 windows raised the worst keep-first layer's cost from +19 % to +133 %);
     # eval_windows = chapter 04's gate_windows: the same windows, measured once (`memo`)
     "ci": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
                fit_windows=40, eval_windows=2, batch_size=8, **training.PAIR["ci"],
-               pair_seeds=1, ft_steps=6, ft_lr=1e-4, n_boot=1000),
+               pair_seeds=1, ft_steps=6, ft_final_steps=6, ft_lr=1e-4, n_boot=1000),
     # full: three seeds of the pair (the seed rows); 64 evaluation windows, sized from a first
     # full run at 16, where 2 of 30 layers' corrected intervals still crossed 0 (about ±2 %:
-    # four times the windows halve them)
+    # four times the windows halve them); progressive linearization with P3's schedule (50
+    # steps after each layer, 200 at the end)
     "full": dict(models="smollm2-135m", corpus="pydocs", dtype="float32", window=256,
                  fit_windows=40, eval_windows=64, batch_size=8, **training.PAIR["full"],
-                 pair_seeds=3, ft_steps=6, ft_lr=1e-4, n_boot=10000),
+                 pair_seeds=3, ft_steps=50, ft_final_steps=200, ft_lr=1e-4, n_boot=10000),
     "paper": dict(models=_PAPER_MODELS, corpus="wikitext-103", dtype="float32", window=512,
                   fit_windows=20, eval_windows=100, batch_size=8, **training.PAIR["paper"],
-                  pair_seeds=3, ft_steps=200, ft_lr=1e-4, n_boot=10000),
+                  pair_seeds=3, ft_steps=50, ft_final_steps=200, ft_lr=1e-4, n_boot=10000),
 }
 
 #: P3's threshold for a "cheap" layer, and the share of layers the text reports under it.
@@ -163,11 +167,11 @@ def ablation_cost(model, windows: torch.Tensor, batch_size: int = 8) -> dict:
 
 def schedule(S: dict, data: dict, seed: int) -> dict:
     """Progressive linearization's schedule (P3 §5): the middle layers centre-out, `ft_steps`
-    per stage and at the end, batches drawn from `seed`; the control runs the same schedule
-    without linearizing."""
+    per stage and `ft_final_steps` at the end, batches drawn from `seed`; the control runs the
+    same schedule without linearizing."""
     return dict(order=surrogates.centre_out(S["pair_layers"], S["pair_layers"] // 2),
                 fit_windows=data["fit"], train_stream=data["train"], val_windows=data["eval"],
-                steps_per_stage=S["ft_steps"], final_steps=S["ft_steps"], lr=S["ft_lr"],
+                steps_per_stage=S["ft_steps"], final_steps=S["ft_final_steps"], lr=S["ft_lr"],
                 batch_size=S["pair_batch"], context=data["context"], seed=seed)
 
 

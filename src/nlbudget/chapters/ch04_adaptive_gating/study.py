@@ -42,20 +42,20 @@ SETTINGS = {
     # windows (2,048 tokens) the 577-parameter gates over-fit (training AUC 0.83, held out
     # 0.52) and failed their positive control. The δ sweep costs ≈ 30 s a window, so the select
     # windows go from 48 to 20 (the power calculation put the gate-AUC row at 18) within the
-    # 60-minute budget; routing would need ≈ 70 evaluation windows, so eval_windows stays 8
+    # 60-minute budget; routing would need ≈ 70 evaluation windows, so eval_windows stays 8.
+    # Two-phase on the pair (trained to its plateau): a tenth of P3's 2,000 + 3,000 steps
     "full": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
                  dtype="float32", window=256, fit_windows=40, gate_windows=64, select_windows=20,
                  eval_windows=8, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=16,
-                 max_cost=0.01, **training.PAIR["full"], pair_seeds=3, phase1_steps=4,
-                 phase2_steps=4, ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=10000,
+                 max_cost=0.01, **training.PAIR["full"], pair_seeds=3, phase1_steps=200,
+                 phase2_steps=300, ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=10000,
                  random_draws=3),
     "paper": dict(models="gpt2-medium,EleutherAI/pythia-410m", corpus="wikitext-103",
                   cross_corpus="lambada", dtype="float32", window=512, fit_windows=20,
                   gate_windows=60, select_windows=20, eval_windows=24, batch_size=8, gates=GATES,
                   curve_layers=6, nofly_windows=100, max_cost=0.01, **training.PAIR["paper"],
                   pair_seeds=3, phase1_steps=2000, phase2_steps=3000, ft_lr=2e-5, gate_lr=1e-3,
-                  sparsity=0.1,
-                  n_boot=10000, random_draws=3),
+                  sparsity=0.1, n_boot=10000, random_draws=3),
 }
 
 
@@ -156,12 +156,10 @@ def seeds(S: dict) -> list[int]:
 
 def add_seed(group: dict, kind: str, seed: int, record: dict) -> None:
     """File one seed's two-phase run: the first seed's record is the page's; every seed's
-    final perplexities go to `by_seed`, which the claim reads."""
+    final perplexities (and learning curve) go to `by_seed`, which the claim reads."""
+    keep = ("start_ppl", "phase1_ppl", "phase2_soft_ppl", "phase2_hard_ppl", "control_ppl", "curve")
     group.setdefault(kind, record)
-    group[kind].setdefault("by_seed", []).append(
-        {"seed": seed, **{k: record.get(k) for k in ("start_ppl", "phase1_ppl",
-                                                      "phase2_soft_ppl", "phase2_hard_ppl",
-                                                      "control_ppl", "curve")}})
+    group[kind].setdefault("by_seed", []).append({"seed": seed, **{k: record.get(k) for k in keep}})
 
 
 def pair_data(S: dict, text) -> dict:
