@@ -227,18 +227,19 @@ def progressive_run(lin, ctl, seeds=1, start=150.0):
             "control": [{"val_ppl": start}, {"val_ppl": ctl}], "by_seed": by_seed}
 
 
-def pair_model(mid, ablation, seeds):
+def pair_model(mid, ablation, seeds, middle_ablation=0.3):
     rep = report([mid] * 6)
     return {"ablation": {"cost": ablation}, "report": rep, "train_tokens": 1, "curve": FLAT,
-            "by_seed": [{"seed": k, "ablation_cost": ablation, "middle_cost": mid + 0.001 * k}
+            "by_seed": [{"seed": k, "ablation_cost": ablation, "middle_cost": mid + 0.001 * k,
+                         "middle_ablation": middle_ablation, "curve": FLAT}
                         for k in range(seeds)]}
 
 
 def f03(costs, seq_mid=0.01, par_mid=0.02, ablation=5.0, lin=(140.0, 130.0), ctl=(141.0, 131.0),
-        large=None, seeds=1):
+        large=None, seeds=1, middle_ablation=0.3):
     F = {"pretrained": {"smollm2-135m": report(costs)},
-         "pair": {"neox-seq": pair_model(seq_mid, ablation, seeds),
-                  "neox-par": pair_model(par_mid, ablation, seeds)},
+         "pair": {"neox-seq": pair_model(seq_mid, ablation, seeds, middle_ablation),
+                  "neox-par": pair_model(par_mid, ablation, seeds, middle_ablation)},
          "progressive": {"neox-seq": progressive_run(lin[0], ctl[0], seeds),
                          "neox-par": progressive_run(lin[1], ctl[1], seeds)}}
     if large is not None:
@@ -281,6 +282,11 @@ def test_ch03_sequential_vs_parallel_needs_seeds_and_mlps_that_matter():
     assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30), S) == INC  # one seed
     c = c3.claim_sequential_vs_parallel(f03([0.01] * 30, ablation=0.1, seeds=3), S)
     assert c.verdict == INC and "positive control failed" in c.needs and "zeroing" in c.needs
+    # dead middle layers (zeroing them costs nothing) cannot show a linearization cost either
+    for F in (f03([0.01] * 30, par_mid=0.04, seeds=3, middle_ablation=0.01),
+              f03([0.01] * 30, seq_mid=0.03, seeds=3, middle_ablation=0.01)):
+        c = c3.claim_sequential_vs_parallel(F, S)
+        assert c.verdict == INC and "middle layers' MLPs matter" in c.needs
     assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, par_mid=0.04, seeds=3),
                    S) == R
     assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, seq_mid=0.03, seeds=3),
@@ -362,7 +368,8 @@ def layer_row(l, routed=0.5, cost=0.005, half=0.002, random_gain=(0.01, 0.03),
 
 def two_phase_run(gated, control, seeds):
     by_seed = [{"seed": k, "start_ppl": 20.0, "phase1_ppl": 19.5, "phase2_soft_ppl": gated + 0.1 * k,
-                "phase2_hard_ppl": gated, "control_ppl": control + 0.05 * k} for k in range(seeds)]
+                "phase2_hard_ppl": gated, "control_ppl": control + 0.05 * k, "curve": FLAT}
+               for k in range(seeds)]
     return {"start_ppl": 20.0, "phase1_ppl": 19.5, "phase2_soft_ppl": gated,
             "phase2_hard_ppl": gated, "control_ppl": control, "mean_gate": {"2": 0.4}, "seed": 0,
             "by_seed": by_seed}
@@ -508,11 +515,16 @@ def test_ch04_gated_negative_regularization_is_a_proportion():
                    f04(rows=[layer_row(l, cost=0.0) for l in range(30)]), S) == INC
 
 
-def with_pair(F, cost=0.02, curve=FLAT):
-    """`F` with a matched pair whose MLPs are nonlinear (all-linear cost 2·cost) and which
-    trained to its plateau: chapter 04's pair control passes."""
-    F["pair"] = {k: {"per_layer": [layer_row(0, cost=cost)], "curve": curve}
+def with_pair(F, cost=0.02, curve=FLAT, nonlinear_layer=1):
+    """`F` with a 3-layer matched pair trained to its plateau, one of whose MLPs is nonlinear
+    (all-linear cost 2·cost): chapter 04's pair control passes when it is the middle one."""
+    F["pair"] = {k: {"n_layers": 3, "curve": curve,
+                     "per_layer": [layer_row(l, cost=cost if l == nonlinear_layer else 0.0)
+                                   for l in range(3)]}
                  for k in ("neox-seq", "neox-par")}
+    for run in F.get("two_phase", {}).values():  # each seed's learning curve
+        for r in run.get("by_seed", []):
+            r["curve"] = curve
     return F
 
 
@@ -522,6 +534,9 @@ def test_ch04_two_phase_per_model_over_seeds():
     assert c.verdict == INC and "seeds" in c.needs  # one seed per model: models are not seeds
     assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(15.0, 19.0), seeds=3)), S) == R
     assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(19.0, 15.0), seeds=3)), S) == NR
+    # the first layer nonlinear, the middle one (what two-phase linearizes) not: undecided
+    c = c4.claim_two_phase(with_pair(f04(two_phase=(15.0, 19.0), seeds=3), nonlinear_layer=0), S)
+    assert c.verdict == INC and "middle MLPs are nonlinear" in c.needs
     assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(19.0, 19.05), seeds=3)),
                    S) == INC
     # the positive control: a pair whose MLPs are linear, or that did not plateau, decides

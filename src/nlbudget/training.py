@@ -60,6 +60,10 @@ class TrainConfig:
     lr: float = 1e-3
     warmup: int = 30
     weight_decay: float = 0.1
+    #: what weight decay applies to: "matrices" (weights and embeddings; not LayerNorm gains
+    #: or biases, as GPT-2 and Pythia train) — decaying the gains too shrank the d = 32 pair's
+    #: middle-layer MLP inputs to a norm of 0.02, where every MLP is linear (and dead)
+    decay: str = "matrices"
     seed: int = 0
 
     def key(self, corpus_sha: str) -> str:
@@ -211,6 +215,18 @@ def val_loss(model, windows: torch.Tensor, batch_size: int) -> float:
 
 
 @timing.timed("training.train")
+def decay_groups(model, weight_decay: float, decay: str = "matrices") -> list[dict]:
+    """AdamW's parameter groups: weight decay on the matrices (weights, embeddings) and, with
+    `decay="all"`, on the vectors (LayerNorm gains, biases) as well; by default not."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if decay not in ("matrices", "all"):
+        raise ValueError(f"decay={decay!r}: valid choices are matrices, all")
+    if decay == "all":
+        return [{"params": params, "weight_decay": weight_decay}]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
 def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=None,
           stream: torch.Tensor | None = None, device: str = "cpu",
           val: torch.Tensor | None = None):
@@ -229,8 +245,8 @@ def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=No
     if stream is None:
         stream = encode(corpus, tokenizer, "train")
     gen = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
-                            weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(decay_groups(model, cfg.weight_decay, cfg.decay), lr=cfg.lr,
+                            betas=(0.9, 0.95))
     sched = cosine_schedule(opt, cfg.warmup, cfg.steps)
     losses, curve, t0 = [], [], time.perf_counter()
     every = max(1, cfg.steps // CURVE_POINTS)

@@ -21,6 +21,13 @@ LARGE_MAX = 0.037
 #: The pair's MLPs must matter: zeroing all of them must raise perplexity by this much.
 MIN_ABLATION = 0.20
 
+#: The layers the pair's claims linearize (the middle third) must matter too: zeroing their
+#: MLPs must raise perplexity by this much — twice the paper's largest middle-layer cost
+#: (2.5 %), for the two middle layers of the 4-layer pair. A middle block that costs less when
+#: removed leaves linearization nothing to lose or to gain (the first full run's d = 32 pair:
+#: its middle MLPs read inputs of norm 0.02 and zeroing them cost +1.0 % / −0.2 %).
+MIN_MIDDLE_ABLATION = 0.05
+
 #: The pair's MLPs must be measurably nonlinear before P3's pair claims are judged: the
 #: largest per-layer all-linear cost's corrected lower end must lie above this. An MLP that is
 #: linear to within 1 % of perplexity leaves nothing to linearize (GPT-2 Medium's middle
@@ -98,12 +105,19 @@ def pair_trained(F) -> controls.Control:
                     for k, p in pr.items())
     fix = f"train the pair to its plateau at full (pair_steps; here {ppl})"
     abl = min(p["ablation"]["cost"] for p in pr.values())
+    mid = [r.get("middle_ablation") for p in pr.values() for r in p.get("by_seed") or [p]]
+    mid = min(mid) if mid and None not in mid else None
     lo = max(lo for p in pr.values() for lo, _ in p["report"]["ci_family"]["plain"])
+    what_mid = f"the middle layers' MLPs matter (zeroing them ≥ +{MIN_MIDDLE_ABLATION:.0%} PPL)"
     return controls.trained(
         {f"{k} (seed {r.get('seed', '?')})": r.get("curve")
          for k, p in pr.items() for r in p.get("by_seed") or [p]}, fix,
         controls.above(f"the pair's MLPs matter (zeroing them ≥ +{MIN_ABLATION:.0%} PPL)", abl,
                        MIN_ABLATION, f"zeroing the MLPs: {abl:+.0%} at least", fix),
+        controls.not_recorded(what_mid, fix) if mid is None else controls.above(
+            what_mid, mid, MIN_MIDDLE_ABLATION, f"zeroing the middle MLPs: {mid:+.1%} at least",
+            "train the pair so that its middle layers are used (e.g. no weight decay on the "
+            "LayerNorm gains)"),
         controls.above(f"the pair's MLPs are nonlinear (largest corrected all-linear cost "
                        f"> {NONLINEAR_FLOOR:.0%})", lo, NONLINEAR_FLOOR,
                        f"linear to within {lo:+.3%} (largest corrected lower end)", fix))

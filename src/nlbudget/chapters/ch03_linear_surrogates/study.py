@@ -71,11 +71,13 @@ def variants(model, fits: dict) -> dict:
 
 @timing.timed("middle third")
 def middle_third(model, variants: dict, eval_windows: torch.Tensor, sweep, S: dict) -> dict:
-    """The middle third of the layers linear at once, for each variant, against the sweep's
-    baseline losses."""
+    """The middle third of the layers linear at once, for each variant, and its MLPs zeroed
+    (`ablated`: what linearizing them could lose at most), against the sweep's baseline
+    losses."""
     layers = surrogates.middle_layers(len(sweep.linear["plain"]))
     out = {"layers": layers}
-    for v, mods in variants.items():
+    zeroed = {l: surrogates.Ablated() for l in layers}
+    for v, mods in {**variants, "ablated": zeroed}.items():
         with surrogates.replaced(model, {l: mods[l] for l in layers}):
             nll = eval_nll(model, eval_windows, S["batch_size"])
         out[v] = {"cost": perplexity(nll) / perplexity(sweep.baseline) - 1,
@@ -132,6 +134,7 @@ def pair_summary(record: dict) -> dict:
     """What the claims read of one seed of a pair model."""
     return {"ablation_cost": record["ablation"]["cost"],
             "middle_cost": record["report"]["middle"]["plain"]["cost"],
+            "middle_ablation": record["report"]["middle"]["ablated"]["cost"],
             "curve": record.get("curve")}
 
 
