@@ -33,15 +33,17 @@ PAIR = {
                   pair_vocab=512, pair_steps=10, pair_lr=1e-3, pair_eval_windows=8),
     # ci: the full pair's shape, stopped early (minutes of the default book)
     "ci": dict(pair_layers=4, pair_d_model=32, pair_context=128, pair_batch=12,
-               pair_vocab=2048, pair_steps=300, pair_lr=5e-3, pair_eval_windows=48),
+               pair_vocab=2048, pair_steps=300, pair_lr=1e-3, pair_eval_windows=48),
     # full: sized to reach its plateau here (chapter 03's plateau control: the validation loss
-    # improved < 2 % over the last fifth, upper end). d = 96 with a 4k vocabulary still
-    # improved 2.1 % [0.2, 4.1] after 5,000 steps (val PPL 49.6, 17 min a model); d = 32 with a
-    # 2k vocabulary at lr 5e-3 by 1.1–1.3 % after 5,000 steps (val PPL 65–69, 6 min a model),
-    # but with 20 curve points the upper end crossed 2 % on two of four models: 6,000 steps
-    # and 40 points (CURVE_POINTS)
+    # improved < 2 % over the last fifth, upper end) with its middle MLPs in use (chapter 03's
+    # middle-ablation control). d = 96 with a 4k vocabulary still improved 2.1 % [0.2, 4.1]
+    # after 5,000 steps (val PPL 49.6, 17 min a model). d = 32 with a 2k vocabulary at lr 5e-3
+    # reached its plateau in 6,000 steps (1.0–1.3 %, six models) but switched its middle MLPs
+    # off (LayerNorm gains → 0.004, with or without decay on them; zeroing those MLPs +1.0 %);
+    # at lr 1e-3: +0.6 % [0.3, 0.9], val PPL 71.5, the middle MLPs in use (gains 0.85–0.91,
+    # zeroing one +4.4 % / +2.2 %). d = 64 at lr 2e-3: +1.6 % [0.8, 2.4], not yet (one seed each)
     "full": dict(pair_layers=4, pair_d_model=32, pair_context=128, pair_batch=12,
-                 pair_vocab=2048, pair_steps=6000, pair_lr=5e-3, pair_eval_windows=48),
+                 pair_vocab=2048, pair_steps=6000, pair_lr=1e-3, pair_eval_windows=48),
     "paper": dict(pair_layers=6, pair_d_model=256, pair_context=256, pair_batch=32,
                   pair_vocab=8192, pair_steps=4000, pair_lr=1e-3, pair_eval_windows=256),
 }
