@@ -63,8 +63,7 @@ class TrainConfig:
     warmup: int = 30
     weight_decay: float = 0.1
     #: what weight decay applies to: "matrices" (weights and embeddings; not LayerNorm gains
-    #: or biases, as GPT-2 and Pythia train) — decaying the gains too shrank the d = 32 pair's
-    #: middle-layer MLP inputs to a norm of 0.02, where every MLP is linear (and dead)
+    #: or biases, as GPT-2 and Pythia train), or "all" (this module's models before)
     decay: str = "matrices"
     seed: int = 0
 
@@ -102,16 +101,21 @@ def one_thread():
         torch.set_num_threads(saved)
 
 
-def train_pair(kind: str, settings: dict, corpus: Corpus, tokenizer, progress=None,
-               device: str = "cpu"):
+def train_pair(kind: str, settings: dict, corpus: Corpus, tokenizer, device: str = "cpu",
+               progress: bool = True):
     """One model of the matched pair (`pair_config`), trained with its validation curve on
-    `pair_val` or read from the cache: every chapter that uses the pair calls this, so the
-    cached checkpoint and its curve are the same for all. It trains on one thread, whatever
-    the chapter's: a second gains a model this small nothing, and the checkpoint then does
-    not depend on which chapter trained it. Returns (model, log)."""
+    `pair_val` (a progress bar over its steps, unless `progress` is False) or read from the
+    cache: every chapter that uses the pair calls this, so the cached checkpoint and its curve
+    are the same for all. It trains on one thread, whatever the chapter's: a second gains a
+    model this small nothing, and the checkpoint then does not depend on which chapter
+    trained it. Returns (model, log)."""
+    bar = tqdm(total=settings["pair_steps"], desc=f"train {kind}", mininterval=60,
+               disable=not progress)
     with one_thread():
-        return train_or_load(pair_config(kind, settings), corpus, tokenizer, progress=progress,
-                             device=device, val=pair_val(corpus, tokenizer, settings))
+        out = train_or_load(pair_config(kind, settings), corpus, tokenizer, progress=bar,
+                            device=device, val=pair_val(corpus, tokenizer, settings))
+    bar.close()
+    return out
 
 
 def _pair_job(kind: str, settings: dict, corpus: Corpus) -> str:
@@ -119,7 +123,8 @@ def _pair_job(kind: str, settings: dict, corpus: Corpus) -> str:
     import transformers  # in the worker: its progress bars would reach the notebook
 
     transformers.utils.logging.disable_progress_bar()
-    train_pair(kind, settings, corpus, train_tokenizer(corpus, settings["pair_vocab"]))
+    train_pair(kind, settings, corpus, train_tokenizer(corpus, settings["pair_vocab"]),
+               progress=False)
     return kind
 
 
@@ -216,7 +221,6 @@ def val_loss(model, windows: torch.Tensor, batch_size: int) -> float:
         return float(eval_nll(model, windows, batch_size).mean())
 
 
-@timing.timed("training.train")
 def decay_groups(model, weight_decay: float, decay: str = "matrices") -> list[dict]:
     """AdamW's parameter groups: weight decay on the matrices (weights, embeddings) and, with
     `decay="all"`, on the vectors (LayerNorm gains, biases) as well; by default not."""
@@ -229,6 +233,7 @@ def decay_groups(model, weight_decay: float, decay: str = "matrices") -> list[di
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
+@timing.timed("training.train")
 def train(cfg: TrainConfig, corpus: Corpus, tokenizer, progress=None, prepare=None,
           stream: torch.Tensor | None = None, device: str = "cpu",
           val: torch.Tensor | None = None):

@@ -7,7 +7,6 @@ import copy
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.std import tqdm
 
 from nlbudget import paths, surrogates, timing, training
 from nlbudget.assets import corpora, devices
@@ -150,10 +149,7 @@ def progressive_summary(run: dict) -> dict:
 def train_pair(kind: str, seed: int, S: dict, text, data: dict):
     """One model of the matched pair from `seed`, trained here (or read from the cache);
     returns (the model, what its results record of the training)."""
-    bar = tqdm(total=S["pair_steps"], desc=f"train {kind}", mininterval=60)
-    model, log = training.train_pair(kind, {**S, "seed": seed}, text, data["tok"], progress=bar,
-                                     device=S["device"])
-    bar.close()
+    model, log = training.train_pair(kind, {**S, "seed": seed}, text, data["tok"], S["device"])
     return model, {"params": log["params"], "train_tokens": log["tokens"], "seed": seed,
                    "final_train_loss": float(np.mean(log["train_loss"][-20:])),
                    "curve": log.get("val_curve")}

@@ -138,10 +138,7 @@ def pair_run(kind: str, seed: int, S: dict, text, data: dict) -> Run:
     """One model of the matched pair from `seed` (trained by chapter 03, read from the cache),
     fit on its own training stream; one routing-curve layer and half the pair's evaluation
     windows."""
-    bar = tqdm(total=S["pair_steps"], desc=f"train {kind}", mininterval=60)
-    model, log = training.train_pair(kind, {**S, "seed": seed}, text, data["tok"], progress=bar,
-                                     device=S["device"])
-    bar.close()
+    model, log = training.train_pair(kind, {**S, "seed": seed}, text, data["tok"], S["device"])
     spans = data["spans"]
     fits, _ = surrogates.fit_layers(model, spans["fit"].windows, skip_first=True)
     return Run(model, fits, spans["gate"].windows, spans["select"].windows,

@@ -108,12 +108,10 @@ def runs(S: dict, text, items: list):
         del model
     tok = training.train_tokenizer(text, vocab_size=S["pair_vocab"])
     C = S["pair_context"]
-    bar = tqdm(total=S["pair_steps"], desc="train neox-par", mininterval=60)
-    pair, log = training.train_pair("neox-par", S, text, tok, progress=bar, device=S["device"])
-    bar.close()
-    tr, va = training.encode(text, tok, "train"), training.encode(text, tok, "validation")
+    pair, log = training.train_pair("neox-par", S, text, tok, S["device"])
+    tr = training.encode(text, tok, "train")
     run = probe_run(S, PAIR_NAME, pair, tok, preprojection.matched_budget(pair, S["pair_k"]),
-                    tr[: len(tr) // C * C].view(-1, C), va[: S["pair_eval_windows"] * C].view(-1, C),
+                    tr[: len(tr) // C * C].view(-1, C), training.pair_val(text, tok, S),
                     encode_items(items, tok, C), S["pair_probe_steps"], S["pair_probe_batch"])
     run.train_log = {"tokens": log["tokens"], "params": log["params"],
                      "val_curve": log.get("val_curve")}
