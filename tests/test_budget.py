@@ -49,36 +49,41 @@ class Clock:
 
 
 class Toy(torch.nn.Module):
-    """A 'model' whose forward pass advances a fake clock by the time of what is installed."""
+    """A 'model' whose forward pass advances a fake clock by the time of what is installed,
+    each pass off by up to ± `noise` of it (seeded), every 7th by an outlier the median
+    ignores."""
 
-    def __init__(self, clock):
+    def __init__(self, clock, noise=0.0):
         super().__init__()
-        self.clock, self.installed, self.calls = clock, {}, 0
+        self.clock, self.installed, self.calls, self.noise = clock, {}, 0, noise
+        self.gen = torch.Generator().manual_seed(0)
 
     def forward(self, input_ids):
         self.calls += 1
-        jitter = 0.5 if self.calls % 7 == 0 else 0.0  # an outlier the median ignores
-        self.clock.t += input_ids.numel() * (1.0 - 0.1 * len(self.installed)) + jitter
+        jitter = 0.5 if self.calls % 7 == 0 else 0.0
+        wobble = 1 + self.noise * (2 * float(torch.rand(1, generator=self.gen)) - 1)
+        self.clock.t += input_ids.numel() * (1.0 - 0.1 * len(self.installed)) * wobble + jitter
+
+
+@contextlib.contextmanager
+def _replace(m, mods):
+    m.installed = mods
+    yield m
+    m.installed = {}
 
 
 def test_realized_saving_against_the_prediction(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(budget.time, "perf_counter", clock)
     model = Toy(clock)
-
-    @contextlib.contextmanager
-    def replace(m, mods):
-        m.installed = mods
-        yield m
-        m.installed = {}
-
     threads = torch.get_num_threads()
     rows = budget.realized(model, {"two": ({0: None, 1: None}, 0.25),
                                    "one": ({0: None}, lambda: 0.2)},
                            {1: torch.zeros(1, 10), 4: torch.zeros(4, 10)}, repeats=5,
-                           threads=1, replace=replace)
+                           threads=1, replace=_replace)
     assert torch.get_num_threads() == threads  # restored
-    assert model.calls == 2 * 3 * 6  # 2 batches × 3 models × (warm-up + 5 rounds)
+    # 2 batches × (the original twice, 2 configurations) × (warm-up + 5 rounds)
+    assert model.calls == 2 * 4 * 6
     by = {(r["config"], r["batch"]): r for r in rows}
     assert by["two", 1]["realized"] == pytest.approx(0.2)
     assert by["two", 1]["ratio"] == pytest.approx(0.8)
@@ -86,6 +91,33 @@ def test_realized_saving_against_the_prediction(monkeypatch):
     assert by["one", 4]["predicted"] == 0.2 and by["one", 4]["ratio"] == pytest.approx(0.5)
     assert by["two", 4]["full_tps"] == pytest.approx(1.0)
     assert by["two", 4]["budget_tps"] == pytest.approx(1 / 0.8)
+    for r in rows:
+        lo, hi = r["realized_ci"]
+        assert lo <= r["realized"] <= hi and r["rounds"] == 5
+
+
+def test_a_saving_inside_the_timing_noise_gets_no_ratio(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(budget.time, "perf_counter", clock)
+    model = Toy(clock, noise=0.05)  # each pass ± 5 %
+    rows = budget.realized(model, {"two": ({0: None, 1: None}, 0.25),
+                                   "tiny": ({}, 0.002)},
+                           {8: torch.zeros(8, 10)}, repeats=30, threads=1, replace=_replace)
+    by = {r["config"]: r for r in rows}
+    assert 0.002 < by["two"]["noise"] < 0.1  # the original against itself
+    assert by["tiny"]["inside_noise"] and by["tiny"]["ratio"] is None
+    assert by["tiny"]["ratio_ci"] is None
+    lo, hi = by["tiny"]["realized_ci"]
+    assert lo < 0 < hi  # the same model: nothing saved, inside its interval
+    two = by["two"]
+    assert not two["inside_noise"] and two["ratio_ci"][0] < 0.8 < two["ratio_ci"][1]
+    assert two["ratio_ci"][1] - two["ratio_ci"][0] < 0.5  # 30 rounds pin it down
+
+
+def test_the_median_interval_is_the_binomial_order_statistics():
+    values = list(range(1, 31))  # 30 values: ranks 10 and 21 (95.7 %)
+    assert budget.median_interval(values) == (15.5, 10, 21)
+    assert budget.median_interval([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)  # too few: the range
 
 
 def test_the_flops_a_state_removes():

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from scipy.stats import binom
 
 from nlbudget import surrogates
 from nlbudget.evaluation import bootstrap_cost, eval_nll, perplexity
@@ -88,40 +89,71 @@ def measure_combined(model, windows: torch.Tensor, modules: dict, batch_size: in
             "routed": {l: m.fraction for l, m in modules.items() if hasattr(m, "fraction")}}
 
 
+def median_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """The median of `values` and a distribution-free interval for it: the order statistics
+    at the ranks a Binomial(n, ½) leaves outside the level (with 30 values, the 10th and 21st,
+    95.7 %); with too few values for that, the smallest and largest."""
+    v = sorted(values)
+    n = len(v)
+    k = max(1, int(binom.ppf((1 - level) / 2, n, 0.5)))  # 1-based rank of the lower end
+    return statistics.median(v), v[k - 1], v[n - k]
+
+
+def _timed_rounds(model, runs: dict, ids: torch.Tensor, rounds: int, replace) -> dict:
+    """{name: seconds per round}: after one warm-up pass each, `rounds` rounds that time every
+    run in turn (drift in the machine's speed falls on all alike); the original (`None`) is
+    timed twice a round, the second time as "again" (the noise: the original against
+    itself)."""
+    order = [None, *[n for n in runs if n is not None], "again"]
+    times = {name: [] for name in order}
+    for r in range(rounds + 1):
+        for name in order:
+            with replace(model, runs.get(name, {})):
+                t = time.perf_counter()
+                model(input_ids=ids)
+                if r:  # the first round warms up
+                    times[name].append(time.perf_counter() - t)
+    return times
+
+
+def _saving(times: dict, name) -> list[float]:
+    """Each round's saving against the original timed in the same round (paired)."""
+    return [1 - a / f for a, f in zip(times[name], times[None])]
+
+
 @torch.no_grad()
-def realized(model, configs: dict, batches: dict, repeats: int = 5, threads: int = 2,
+def realized(model, configs: dict, batches: dict, repeats: int = 30, threads: int = 2,
              replace=None) -> list[dict]:
     """The original model and each configuration ({name: (modules by layer, predicted
-    saving — or a function of no arguments that gives it once the timing is done)}) side by side in one process on `threads` CPU threads, at each batch ({label:
-    ids}): after one warm-up pass each, `repeats` rounds that time the original and every
-    configuration in turn (so drift in the machine's speed falls on all alike). The realized
-    saving is the median over rounds of 1 − t_budget / t_full, each against the original timed
-    in the same round; its ratio to the predicted saving; tokens per second of the original at
-    its median time, and of the configuration as that times the realized speed-up. `replace` is the context manager that installs modules
-    (`surrogates.replaced`)."""
+    saving — or a function of no arguments that gives it once the timing is done)}) side by
+    side in one process on `threads` CPU threads, at each batch ({label: ids}), over `repeats`
+    paired rounds (`_timed_rounds`). Per configuration and batch: the realized saving, the
+    median over rounds of 1 − t_budget / t_full, with its interval (`median_interval`); the
+    noise, the largest end of the same interval for the original against itself; the
+    predicted saving, and — unless it is within the noise (`inside_noise`: no timing this
+    long could tell it from nothing) — the ratio realized / predicted with its interval;
+    tokens per second of the original at its median time, and of the configuration as that
+    times the realized speed-up. `replace` installs modules (`surrogates.replaced`)."""
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         rows = []
         for b, ids in batches.items():
-            runs = {None: {}, **{name: mods for name, (mods, _) in configs.items()}}
-            times = {name: [] for name in runs}
-            for r in range(repeats + 1):
-                for name, mods in runs.items():
-                    with replace(model, mods):
-                        t = time.perf_counter()
-                        model(input_ids=ids)
-                        if r:  # the first round warms up
-                            times[name].append(time.perf_counter() - t)
+            times = _timed_rounds(model, {name: mods for name, (mods, _) in configs.items()},
+                                  ids, repeats, replace)
             full = ids.numel() / statistics.median(times[None])
+            noise = max(abs(e) for e in median_interval(_saving(times, "again"))[1:])
             for name, (_, predicted) in configs.items():
-                # paired: each round's saving against the original timed beside it
-                saved = statistics.median(1 - a / f for a, f in zip(times[name], times[None]))
+                saved, lo, hi = median_interval(_saving(times, name))
                 predicted = predicted() if callable(predicted) else predicted
+                inside = predicted <= noise
                 rows.append({"config": name, "batch": b, "tokens": int(ids.numel()),
-                             "full_tps": full, "budget_tps": full / (1 - saved),
-                             "realized": saved, "predicted": predicted,
-                             "ratio": saved / predicted if predicted > 0 else None})
+                             "rounds": repeats, "full_tps": full,
+                             "budget_tps": full / (1 - saved), "realized": saved,
+                             "realized_ci": [lo, hi], "noise": noise, "predicted": predicted,
+                             "inside_noise": inside,
+                             "ratio": None if inside else saved / predicted,
+                             "ratio_ci": None if inside else [lo / predicted, hi / predicted]})
         return rows
     finally:
         torch.set_num_threads(old)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,30 +31,33 @@ SETTINGS = {
                   eval_windows=4, batch_size=4, gates="linear,pca-2,mlp-16", curve_layers=2,
                   nofly_windows=4, max_cost=0.01, **training.PAIR["smoke"], pair_seeds=1,
                   phase1_steps=2, phase2_steps=2, ft_lr=1e-4, gate_lr=1e-3, sparsity=0.1, n_boot=50,
-                  random_draws=3),
+                  random_draws=3, speed_rounds=2),
     "ci": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
                dtype="float32", window=256, fit_windows=40, gate_windows=2, select_windows=2,
                eval_windows=2, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=2,
                max_cost=0.01, **training.PAIR["ci"], pair_seeds=1, phase1_steps=4, phase2_steps=4,
-               ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=3),
+               ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=3,
+               speed_rounds=5),
     # full: gates fit on 64 windows (16,384 tokens; the paper 25–50k, tex line 103): on 8
     # windows (2,048 tokens) the 577-parameter gates over-fit (training AUC 0.83, held out
     # 0.52) and failed their positive control. The δ sweep costs ≈ 30 s a window, so the select
     # windows go from 48 to 20 (the power calculation put the gate-AUC row at 18) within the
     # 60-minute budget; routing would need ≈ 70 evaluation windows, so eval_windows stays 8.
-    # Two-phase on the pair (trained to its plateau): a tenth of P3's 2,000 + 3,000 steps
+    # Two-phase on the pair (trained to its plateau): a tenth of P3's 2,000 + 3,000 steps.
+    # speed_rounds: paired timing rounds of the wall-clock saved (a few at smoke and ci; the
+    # decided figures are full's)
     "full": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
                  dtype="float32", window=256, fit_windows=40, gate_windows=64, select_windows=20,
                  eval_windows=8, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=16,
                  max_cost=0.01, **training.PAIR["full"], pair_seeds=3, phase1_steps=200,
                  phase2_steps=300, ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=10000,
-                 random_draws=3),
+                 random_draws=3, speed_rounds=30),
     "paper": dict(models="gpt2-medium,EleutherAI/pythia-410m", corpus="wikitext-103",
                   cross_corpus="lambada", dtype="float32", window=512, fit_windows=20,
                   gate_windows=60, select_windows=20, eval_windows=24, batch_size=8, gates=GATES,
                   curve_layers=6, nofly_windows=100, max_cost=0.01, **training.PAIR["paper"],
                   pair_seeds=3, phase1_steps=2000, phase2_steps=3000, ft_lr=2e-5, gate_lr=1e-3,
-                  sparsity=0.1, n_boot=10000, random_draws=3),
+                  sparsity=0.1, n_boot=10000, random_draws=3, speed_rounds=30),
 }
 
 
@@ -329,30 +331,6 @@ def routing(run: Run, layers: list[dict]) -> dict:
     return {"sweep": ev, "variants": variants}
 
 
-@torch.no_grad()
-def wallclock(model, ids: torch.Tensor, configs: dict[str, dict], repeats: int = 1) -> dict:
-    """Seconds for one forward pass over `ids` (best of `repeats`, after a warm-up) with the
-    full MLPs, and with each configuration of `HybridMLP`s installed; the share saved.
-    One measurement, for the page; `benchmarks/bench_gating.py` is the careful one."""
-    def best():
-        model(input_ids=ids)
-        ts = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            model(input_ids=ids)
-            ts.append(time.perf_counter() - t)
-        return min(ts)
-
-    full = best()
-    out = {}
-    for name, hybrids in configs.items():
-        with surrogates.replaced(model, hybrids):
-            t = best()
-        out[name] = {"full_s": full, "hybrid_s": t, "saved": 1 - t / full,
-                     "tokens": int(ids.numel())}
-    return out
-
-
 @timing.timed("gating: compound")
 def compound_gating(run: Run, layers: list[dict], d: dict, ev: dict,
                     compound_grid=None) -> dict:
@@ -393,8 +371,11 @@ def compound_gating(run: Run, layers: list[dict], d: dict, ev: dict,
                      for k, v in held_out.items()},
         "max_cost": S["max_cost"], "k_star": k_star, "chosen_layers": sorted(order[:k_star]),
         "chosen": {"cost": chosen["cost"], "ci": chosen["ci"], "flops_saved": saved(chosen)},
-        "wallclock": wallclock(run.model, run.eval[:bs],
-                               {"all": comp, "chosen": {l: comp[l] for l in order[:k_star]}}),
+        # the wall-clock saved, against the FLOPs saved; `speed_rounds` paired rounds
+        "wallclock": budget.realized(
+            run.model, {"all": (comp, saved(all_on)),
+                        "chosen": ({l: comp[l] for l in order[:k_star]}, saved(chosen))},
+            {bs: run.eval[:bs]}, S["speed_rounds"], replace=surrogates.replaced),
         "flops": {"mlp": fl.mlp, "surrogate": fl.surrogate, "gate": fl.gate,
                   "blocks": fl.blocks, "head": fl.head}}
 

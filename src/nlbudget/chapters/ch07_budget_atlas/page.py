@@ -119,20 +119,31 @@ def budget_figure(F: dict):
 
 
 def speed_table(F: dict) -> pd.DataFrame:
-    """Each budget's model against the original, timed side by side: tokens per second, the
-    realized saving, the FLOP-predicted one and their ratio."""
+    """Each budget's model against the original, timed side by side over paired rounds:
+    tokens per second, the realized saving with its interval, the FLOP-predicted one and
+    their ratio with its interval — or, where the prediction is no larger than the original
+    timed against itself, "inside the noise" (±, the noise)."""
     t = pd.DataFrame(F["budget"]["wallclock"])
     if t.empty:
         return t
     t["model"] = [c if c in REFERENCES else f"budget {float(c):.0%}" for c in t["config"]]
-    t = t.set_index(["model", "batch"])[["full_tps", "budget_tps", "realized", "predicted",
-                                          "ratio"]]
+
+    def interval(r, key, fmt):
+        lo, hi = r.get(f"{key}_ci") or (None, None)
+        if key == "ratio" and r.get("inside_noise", r["ratio"] is None):
+            return f"inside the ±{r['noise']:.1%} noise" if "noise" in r else "—"
+        if lo is None:  # a result from before intervals were recorded
+            return format(r[key], fmt) if r[key] is not None else "—"
+        return f"{r[key]:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+    t["realized saving"] = [interval(r, "realized", "+.1%") for r in t.to_dict("records")]
+    t["realized / predicted"] = [interval(r, "ratio", ".2f") for r in t.to_dict("records")]
+    t = t.set_index(["model", "batch"])[["full_tps", "budget_tps", "realized saving",
+                                          "predicted", "realized / predicted"]]
     return t.rename(columns={"full_tps": "original (tokens/s)", "budget_tps": "budget (tokens/s)",
-                             "realized": "realized saving", "predicted": "predicted saving",
-                             "ratio": "realized / predicted"}).style.format({
+                             "predicted": "predicted saving"}).style.format({
         "original (tokens/s)": "{:,.0f}", "budget (tokens/s)": "{:,.0f}",
-        "realized saving": "{:+.1%}", "predicted saving": "{:.1%}",
-        "realized / predicted": "{:.2f}"}, na_rep="—")
+        "predicted saving": "{:.1%}"}, na_rep="—")
 
 
 def glue(F: dict) -> dict:
@@ -164,10 +175,12 @@ def _budget_glue(B: dict) -> dict:
                     f"{p}_moves": str(c["moves"]),
                     f"{p}_moves_point": str(B["choice"].get("chosen_point", {}).get(b, "—"))})
     for name in ("budgets",) + REFERENCES:
-        ratios = [r["ratio"] for r in B["wallclock"] if r["ratio"] is not None and
-                  (r["config"] == name or name == "budgets" and r["config"] not in REFERENCES)]
-        out[f"ratio_{name.split()[-1]}"] = (f"{min(ratios):.2f}–{max(ratios):.2f}" if ratios
-                                            else "not measured")
+        rows = [r for r in B["wallclock"]
+                if r["config"] == name or name == "budgets" and r["config"] not in REFERENCES]
+        ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+        out[f"ratio_{name.split()[-1]}"] = (
+            f"{min(ratios):.2f}–{max(ratios):.2f}" if ratios
+            else "inside the timing noise" if rows else "not measured")
     out["budget_moves"] = str(B["choice"]["moves"])
     path = B["choice"]["path"]
     out["budget_measured"] = str(len(path))
