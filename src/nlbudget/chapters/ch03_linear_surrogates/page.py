@@ -8,7 +8,8 @@ import pandas as pd
 
 from nlbudget import plots
 from nlbudget.verdicts import controls
-from nlbudget.chapters.ch03_linear_surrogates.claims import MIN_ABLATION, _main
+from nlbudget.chapters.ch03_linear_surrogates.claims import (MIN_ABLATION,
+                                                              MIN_MIDDLE_ABLATION, _main)
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, author_costs, summarise
 
 
@@ -68,6 +69,13 @@ def glue(F: dict, S: dict) -> dict:
                      f"{S['pair_steps']:,} steps",
         "pair_ppl": f"{seq['ablation']['ppl']:.1f} / {par['ablation']['ppl']:.1f}",
         "pair_plateau": f"{sum(c.passed for c in plateaus)} of {len(plateaus)}",
+        "curve_points": str(len(seq.get("curve") or [])),
+        "min_middle": f"{MIN_MIDDLE_ABLATION:.0%}",
+        "pair_middle": " / ".join(
+            f"{min(r['middle_ablation'] for r in p['by_seed']):+.1%}" if p.get("by_seed")
+            and all(r.get("middle_ablation") is not None for r in p["by_seed"]) else "not measured"
+            for p in (seq, par)),
+        "prog_seeds": str(len(F["progressive"]["neox-seq"].get("by_seed") or [1])),
         "pair_median": f"{s['neox-seq / plain']['median cost']:+.2%} / "
                        f"{s['neox-par / plain']['median cost']:+.2%}",
         "prog": "; ".join(f"{k}: linearized {p['linearized'][-1]['val_ppl']:.1f}, control "
