@@ -141,6 +141,8 @@ def f02(sym_ppl, gated_ppl, sym_acc, gated_acc, trained, random):
     return {"lm_val_ppl": {"symmetric-silu": sym_ppl, "gated-silu": gated_ppl},
             "lm_curves": {"symmetric-silu": [FLAT] * len(sym_ppl),
                           "gated-silu": [FLAT] * len(gated_ppl)},
+            "lm_later_mlps": {"symmetric-silu": [0.9] * len(sym_ppl),
+                              "gated-silu": [1.2] * len(gated_ppl)},
             "modular": {"symmetric-silu": {"test_acc": sym_acc, "train_acc": [1.0] * len(sym_acc)},
                         "gated-silu": {"test_acc": gated_acc, "train_acc": [1.0] * len(gated_acc)}},
             "real_gates": {"trained": [{"exchange": x} for x in trained],
@@ -178,6 +180,17 @@ def test_ch02_language_modelling(lm, v):
     F = f02(**lm, **ACC_WORSE, **GATES)
     del F["lm_val_ppl"]["gated-silu"]
     assert verdict(c2.claim_lm, F, S) == NRUN
+
+
+def test_ch02_language_models_with_their_later_mlps_off_decide_nothing():
+    S = settings(c2)
+    F = f02(**WORSE, **ACC_WORSE, **GATES)
+    assert verdict(c2.claim_lm, F, S) == R
+    F["lm_later_mlps"]["gated-silu"][1] = 0.01  # one seed's second layer switched off
+    c = c2.claim_lm(F, S)
+    assert c.verdict == INC and "later MLPs" in c.needs
+    del F["lm_later_mlps"]
+    assert verdict(c2.claim_lm, F, S) == INC  # not recorded: failed
 
 
 @pytest.mark.parametrize("acc,v", [(ACC_WORSE, R), (ACC_BETTER, NR), (ACC_SAME, INC),

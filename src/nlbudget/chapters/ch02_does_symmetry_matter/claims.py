@@ -25,6 +25,10 @@ MIN_PPL_GAP, MIN_ACC_GAP = 0.02, 0.05
 #: The trained gates are "further from exchange symmetry" by at least this relative change.
 MIN_ASYMMETRY = 0.05
 
+#: The least rise in validation perplexity when a language model's MLPs after the first are
+#: zeroed, for its forms to be compared (as chapter 03's MIN_MIDDLE_ABLATION for the pair).
+MIN_LATER_MLPS = 0.05
+
 
 def scale(S: dict) -> dict:
     """The paper's scale beside this build's, for `pages.scale_box`."""
@@ -67,22 +71,36 @@ def _seeds_needed(sym, gated) -> str:
 
 def lm_trained(F) -> controls.Control:
     """The positive control of the language-model comparison: every seed of both forms trained
-    to its plateau (`controls.plateau` on its validation curve, `lm_curves`). An untrained
-    model cannot show that one form models language worse than another."""
+    to its plateau (`controls.plateau` on its validation curve, `lm_curves`), with its later
+    MLPs in use (zeroing every MLP after the first raises the validation perplexity by at
+    least MIN_LATER_MLPS, `lm_later_mlps`). An untrained model cannot show that one form models
+    language worse than another, nor can one whose compared MLPs are switched off."""
     what = "both forms trained to their plateau (every seed's validation curve)"
     fix = ("train longer at full (lm_steps), with the validation curve recorded "
            "(`lm_curves`)")
     curves = F.get("lm_curves")
     if not curves:
-        return controls.not_recorded(what, fix)
+        return controls.joined(controls.not_recorded(what, fix), later_mlps_used(F))
     checks = [controls.plateau(c, what=f"{form} seed {i}", fix=fix)
               for form in (SYMMETRIC, GATED) for i, c in enumerate(curves.get(form, []))]
     bad = [c for c in checks if c.failed]
-    return controls.Control(what + f" (loss improved < {controls.PLATEAU_SHARE:.0%} over the "
-                            "last fifth)", f"{len(checks) - len(bad)} of {len(checks)} curves "
-                            "at their plateau" + (f"; first not: {bad[0].what}, "
-                                                  f"{bad[0].measured}" if bad else ""),
-                            bool(checks) and not bad, fix if bad or not checks else "")
+    return controls.joined(controls.Control(
+        what + f" (loss improved < {controls.PLATEAU_SHARE:.0%} over the last fifth)",
+        f"{len(checks) - len(bad)} of {len(checks)} curves at their plateau"
+        + (f"; first not: {bad[0].what}, {bad[0].measured}" if bad else ""),
+        bool(checks) and not bad, fix if bad or not checks else ""), later_mlps_used(F))
+
+
+def later_mlps_used(F) -> controls.Control:
+    """Every seed of both forms uses its later MLPs (`lm_trained`)."""
+    what = f"both forms' later MLPs in use (zeroing them ≥ +{MIN_LATER_MLPS:.0%} PPL, every seed)"
+    fix = "a learning rate that leaves the later MLPs in use (lm_lr), or more layers"
+    use = F.get("lm_later_mlps")
+    if not use or not all(use.get(form) for form in (SYMMETRIC, GATED)):
+        return controls.not_recorded(what, fix)
+    low = min(min(use[form]) for form in (SYMMETRIC, GATED))
+    return controls.above(what, low, MIN_LATER_MLPS, f"zeroing the later MLPs: {low:+.0%} at "
+                          "least", fix)
 
 
 def claim_lm(F, S) -> Claim:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nlbudget import plots
-from nlbudget.chapters.ch02_does_symmetry_matter.claims import GATED, SYMMETRIC
+from nlbudget.chapters.ch02_does_symmetry_matter.claims import GATED, MIN_LATER_MLPS, SYMMETRIC
 from nlbudget.verdicts import stats
 
 
@@ -41,8 +41,11 @@ def glue(doc: dict) -> dict:
     F = doc["figures"]
     t = np.array([g["exchange"] for g in F["real_gates"]["trained"]])
     r = np.array([g["exchange"] for g in F["real_gates"]["random"]])
+    later = [x for v in (F.get("lm_later_mlps") or {}).values() for x in v]
     return {**verdict_glue(doc), "gate_trained": f"{np.median(t):.2f}",
-            "gate_random": f"{np.median(r):.2f}"}
+            "gate_random": f"{np.median(r):.2f}",
+            "later_mlps": f"{min(later):+.0%}" if later else "not recorded",
+            "min_later_mlps": f"{MIN_LATER_MLPS:.0%}"}
 
 
 def summary_table(F: dict) -> pd.DataFrame:

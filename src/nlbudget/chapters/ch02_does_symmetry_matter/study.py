@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from nlbudget import bilinear, capture, symmetry, timing, training
+from nlbudget import bilinear, capture, surrogates, symmetry, timing, training
 from nlbudget.assets import corpora, models
+from nlbudget.evaluation import eval_nll, perplexity
 from nlbudget.verdicts import results
 
 KEY, STEM = "02", "02_does_symmetry_matter"
@@ -82,6 +83,17 @@ def train_lm(v: str, seed: int, lm: dict, S: dict, text):
                                 prepare=lambda m: symmetry.install_mlps(m, v, 8 * d * d, seed),
                                 val=lm["val"])
     return model, log["val_curve"]
+
+
+@torch.no_grad()
+def later_mlps_use(model, val: torch.Tensor) -> float:
+    """The relative validation-perplexity rise when every MLP after the first is zeroed: the
+    forms differ only in their MLPs, so a model whose later MLPs are switched off (as a too
+    large learning rate did to chapter 03's pair) compares nothing but layer 0."""
+    n = len(capture.mlps(model))
+    base = perplexity(eval_nll(model, val))
+    with surrogates.replaced(model, {l: surrogates.Ablated() for l in range(1, n)}):
+        return perplexity(eval_nll(model, val)) / base - 1
 
 
 @timing.timed("modular addition")
