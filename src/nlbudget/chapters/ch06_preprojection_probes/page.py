@@ -75,7 +75,20 @@ def glue(F: dict) -> dict:
             "smol_lora_vs_base": pct(st["lora"]["vs_base"]["ppl_change"]),
             "smol_vs_lora": f"{pct(vl['ppl_change'])} {interval(*vl['ppl_ci'])}",
             "gate_range": f"{min(gates):.3f}–{max(gates):.3f}",
-            "train_tokens": f"{st['pre+skip']['train_tokens']:,}"}
+            "train_tokens": f"{st['pre+skip']['train_tokens']:,}", **_pair_glue(F)}
+
+
+def _pair_glue(F: dict) -> dict:
+    """The matched pair's probes (the second model, where the profile has it)."""
+    names = list(F["studies"])
+    if len(names) < 2:
+        return {"pair_vs_base": "not run", "pair_lora_vs_base": "not run",
+                "pair_train_tokens": "no"}
+    st = F["studies"][names[-1]]
+    return {"pair_vs_base": f"{pct(st['pre+skip']['vs_base']['ppl_change'])} "
+                            f"{interval(*st['pre+skip']['vs_base']['ppl_ci'])}",
+            "pair_lora_vs_base": pct(st["lora"]["vs_base"]["ppl_change"]),
+            "pair_train_tokens": f"{st['pre+skip']['train_tokens']:,}"}
 
 
 def probe_changes(studies: dict, paper: dict, min_correct: int = 20):
