@@ -197,7 +197,7 @@ def test_gating_phases_and_two_phase_run_on_a_tiny_model():
     fits, _ = surrogates.fit_layers(model, ids[:8], skip_first=True)
     S = {"seed": 0, "n_boot": 20, "gates": "linear,pca-2", "random_draws": 3, "max_cost": 0.01,
          "pair_layers": 3, "phase1_steps": 2, "phase2_steps": 2, "ft_lr": 1e-3, "gate_lr": 1e-2,
-         "sparsity": 0.1, "pair_batch": 4}
+         "sparsity": 0.1, "pair_batch": 4, "speed_rounds": 2}
     run = ch04.Run(model, fits, ids[8:16], ids[16:22], ids[22:], S, curve_layers=[1],
                    batch_size=4)
     d = ch04.deltas(run)
@@ -221,6 +221,12 @@ def test_gating_phases_and_two_phase_run_on_a_tiny_model():
     comp = rep["compound"]
     assert comp["k_star"] in [int(k) for k in comp["selection"]] + [0]
     assert set(rep["flops"]) == {"mlp", "surrogate", "gate", "blocks", "head"}
+    # the wall-clock saved: every layer gated and the greedy choice, over paired rounds
+    wall = {r["config"]: r for r in comp["wallclock"]}
+    assert set(wall) == {"all", "chosen"} and wall["all"]["rounds"] == 2
+    assert wall["all"]["predicted"] == pytest.approx(comp["all"]["flops_saved"])
+    lo, hi = wall["all"]["realized_ci"]
+    assert lo <= wall["all"]["realized"] <= hi
     stream = torch.randint(0, VOCAB, (2000,), generator=torch.Generator().manual_seed(5))
     data = {"spans": {"fit": SimpleNamespace(windows=ids[:8])}, "train": stream,
             "context": 16, "eval": ids[22:]}
