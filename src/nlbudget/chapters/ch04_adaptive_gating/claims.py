@@ -105,7 +105,10 @@ def pair_nonlinear(F) -> controls.Control:
         curves or {k: p.get("curve") for k, p in F["pair"].items()}, fix,
         controls.above(f"the pair's middle MLPs are nonlinear (largest all-linear cost > "
                        f"{NONLINEAR_FLOOR:.0%})", lo, NONLINEAR_FLOOR,
-                       f"linear to within {lo:+.3%} (largest lower end)", fix))
+                       f"linear to within {lo:+.3%} (largest lower end)",
+                       "a pair whose middle MLPs a linear map cannot replace (a larger pair, or "
+                       "the paper profile's models): linearizing these costs too little for a "
+                       "gate to win anything back"))
 
 
 def _main(F):

@@ -118,10 +118,23 @@ def glue(F: dict, S: dict) -> dict:
         "negative_median": f"{np.median([r['delta']['share_negative'] for r in rows]):.0%}",
         "paper_steps": "2,000 + 3,000",
         "step_ratio": f"{5000 / (S['phase1_steps'] + S['phase2_steps']):,.0f}",
+        "wall_all": wallclock_text(R["compound"]["wallclock"], "all"),
+        "pair_mid_linear": "; ".join(f"{k} {_middle_linear(p)}" for k, p in F["pair"].items()),
         "two_phase": "; ".join(
             f"{k}: gated {v['phase2_soft_ppl']:.1f} vs control {v['control_ppl']:.1f}, "
             f"mean gate {np.mean(list(v['mean_gate'].values())):.2f}"
             for k, v in F["two_phase"].items())}
+
+
+def _middle_linear(p: dict) -> str:
+    """The costliest middle-third layer of a pair model all-linear, with its interval (what
+    the two-phase run linearizes, and its positive control reads)."""
+    L = p["n_layers"]
+    mid = [r["all_linear"] for r in p["per_layer"] if L // 3 <= r["layer"] < L - L // 3]
+    if not mid:
+        return "no middle layer"
+    r = max(mid, key=lambda a: a["cost"])
+    return f"{r['cost']:+.2%} [{r['ci'][0]:+.2%}, {r['ci'][1]:+.2%}]"
 
 
 def gate_costs(per_layer: list, title: str = ""):
