@@ -90,15 +90,21 @@ def gates_work(F) -> controls.Control:
     return controls.joined(gates_beat_chance(F), gates_not_overfit(F))
 
 
+def middle_rows(p: dict) -> list[dict]:
+    """A pair model's per-layer rows of its middle third (as `surrogates.middle_layers`): the
+    layers the two-phase run linearizes."""
+    L = p["n_layers"]
+    return [r for r in p["per_layer"] if L // 3 <= r["layer"] < L - L // 3]
+
+
 def pair_nonlinear(F) -> controls.Control:
     """Positive control of the pair's two-phase claim: trained to its plateau (its `curve`) and
     the MLPs it linearizes (the middle third) nonlinear: the largest of their all-linear costs'
     interval lies above NONLINEAR_FLOOR. (A first full run's pair had dead middle MLPs, linear
     to within 0.001 %, while its first layer cost +7 %.)"""
     fix = "train the pair to its plateau at full (chapter 03's pair_steps)"
-    lo = max((r["all_linear"]["ci"][0] for p in F["pair"].values() for r in p["per_layer"]
-              if p["n_layers"] // 3 <= r["layer"] < p["n_layers"] - p["n_layers"] // 3),
-             default=float("nan"))  # the middle third, as `surrogates.middle_layers`
+    lo = max((r["all_linear"]["ci"][0] for p in F["pair"].values()
+              for r in middle_rows(p)), default=float("nan"))
     curves = {f"{k} (seed {r['seed']})": r.get("curve")
               for k, p in F.get("two_phase", {}).items() for r in p.get("by_seed", [])}
     return controls.trained(

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nlbudget import plots
-from nlbudget.chapters.ch04_adaptive_gating.claims import _main, reference
+from nlbudget.chapters.ch04_adaptive_gating.claims import _main, middle_rows, reference
 
 
 def scale(S: dict) -> dict:
@@ -129,8 +129,7 @@ def glue(F: dict, S: dict) -> dict:
 def _middle_linear(p: dict) -> str:
     """The costliest middle-third layer of a pair model all-linear, with its interval (what
     the two-phase run linearizes, and its positive control reads)."""
-    L = p["n_layers"]
-    mid = [r["all_linear"] for r in p["per_layer"] if L // 3 <= r["layer"] < L - L // 3]
+    mid = [r["all_linear"] for r in middle_rows(p)]
     if not mid:
         return "no middle layer"
     r = max(mid, key=lambda a: a["cost"])

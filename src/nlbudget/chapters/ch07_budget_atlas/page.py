@@ -129,11 +129,9 @@ def speed_table(F: dict) -> pd.DataFrame:
     t["model"] = [c if c in REFERENCES else f"budget {float(c):.0%}" for c in t["config"]]
 
     def interval(r, key, fmt):
-        lo, hi = r.get(f"{key}_ci") or (None, None)
-        if key == "ratio" and r.get("inside_noise", r["ratio"] is None):
-            return f"inside the ±{r['noise']:.1%} noise" if "noise" in r else "—"
-        if lo is None:  # a result from before intervals were recorded
-            return format(r[key], fmt) if r[key] is not None else "—"
+        if key == "ratio" and r["inside_noise"]:
+            return f"inside the ±{r['noise']:.1%} noise"
+        lo, hi = r[f"{key}_ci"]
         return f"{r[key]:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
 
     t["realized saving"] = [interval(r, "realized", "+.1%") for r in t.to_dict("records")]
