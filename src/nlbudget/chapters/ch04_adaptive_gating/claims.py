@@ -22,8 +22,8 @@ MIN_ROUTED, MAX_COST = 0.25, 0.01
 #: random routing (the book's margin): the gate saves RANDOM_GAIN of random routing's cost.
 ROUTING_SHARE, RANDOM_GAIN = 0.5, 0.25
 
-#: "Modest (0.54–0.61)": a layer's AUC lies in the band above 0.5 and below AUC_MODEST; below
-#: AUC_PAPER_MIN (the paper's lowest) or above AUC_MODEST, it lies outside what the paper reports.
+#: "Modest (0.54–0.61)": a layer's AUC lies in (0.5, AUC_MODEST); outside [AUC_PAPER_MIN (the
+#: paper's lowest), AUC_MODEST] it lies outside what the paper reports.
 AUC_MODEST, AUC_PAPER_MIN = 0.65, 0.54
 
 #: A larger gate "adds nothing" over the d+1 gate when its AUC gain stays below this share of
@@ -248,8 +248,7 @@ def claim_larger_gates(F, S) -> Claim:
                 if k.startswith("mlp-"):
                     key = (m, r["layer"], k.split("−")[0])
                     gains[key] = v
-                    margin[key] = max(LARGER_SHARE * (r["auc"]["linear:x"][0] - 0.5),
-                                      AUC_MARGIN)
+                    margin[key] = max(LARGER_SHARE * (r["auc"]["linear:x"][0] - 0.5), AUC_MARGIN)
     if not gains:
         return Claim("P3.larger-gates", "not measured", NOT_RUN,
                      needs="no MLP gate in the `gates` setting")
@@ -358,7 +357,6 @@ def claim_nofly(F, S) -> Claim:
 
     def fr(r):
         return "n/a" if r is None else f"{r:+.2f}"
-
     sc = same.get("r_common_ci") or [None, None]
     positive = controls.above(
         "the measurement detects a correlation where one must exist: the same corpus's "
@@ -434,22 +432,18 @@ def claim_gated_negative_regularization(F, S) -> Claim:
     tested as a proportion (`k_of_n`) on the pretrained model: the layers whose gated cost lies
     below the unmodified model at a false discovery rate of FDR over layers (`fdr_discoveries`),
     against the paper's 4/23. The pair models are reported, not judged."""
-    def below(rep):
-        return [r["layer"] for r in rep["per_layer"] if r["gate"]["ci_family"][1] < 0]
-
     name = _main(F)
     rows = F["pretrained"][name]["per_layer"]
-    better, worse = fdr_discoveries([r["gate"]["cost"] for r in rows],
-                                          [r["gate"]["ci"] for r in rows], FDR)
+    better, worse = fdr_discoveries([r["gate"]["cost"] for r in rows], [r["gate"]["ci"] for r in rows], FDR)
     k = [rows[i]["layer"] for i in better]
     dec = k_of_n(len(k), len(worse), len(rows), PAPER_GATED_IMPROVING,
                  what="gated layers improve (Benjamini–Hochberg, q = 0.05)")
     gm = reference("gate_costs").query("model == 'gpt2-medium'")
-    authors = evidence(AUTHORS, k_of_n(int((gm.gate_ci_hi_pct < 0).sum()),
-                                       int((gm.gate_ci_lo_pct > 0).sum()), len(gm),
-                                       PAPER_GATED_IMPROVING, what="gated layers improve"),
-                       measured=f"GPT-2 Medium best gates: intervals below 0 at "
-                       f"{int((gm.gate_ci_hi_pct < 0).sum())} of {len(gm)} layers",
+    a_better, a_worse = int((gm.gate_ci_hi_pct < 0).sum()), int((gm.gate_ci_lo_pct > 0).sum())
+    authors = evidence(AUTHORS, k_of_n(a_better, a_worse, len(gm), PAPER_GATED_IMPROVING,
+                                       what="gated layers improve"),
+                       measured=f"GPT-2 Medium best gates: intervals below 0 at {a_better} of "
+                       f"{len(gm)} layers",
                        setting=AUTHOR_FILES + " (bootstrap_ci_gpt2_medium.json)",
                        control=controls.none_needed("the author's trained gates and files"))
     return decided(
@@ -457,12 +451,13 @@ def claim_gated_negative_regularization(F, S) -> Claim:
         authors=authors, setting=f"{name} on {S['corpus']}",
         measured=f"gated layers below the baseline at 5 % FDR: {name} {len(k)} of {len(rows)}, "
         f"{len(worse)} above it" + (f" (L{', L'.join(map(str, k))})" if k else "") + "; "
-        + "; ".join(f"{m} (reported) {len(below(rep))} of {len(rep['per_layer'])}"
+        + "; ".join(f"{m} (reported) {sum(r['gate']['ci_family'][1] < 0 for r in rep['per_layer'])}"
+                    f" of {len(rep['per_layer'])}"
                     for m, rep in F["pair"].items()),
         control="the unmodified model on the same windows; layers counted at a false discovery "
         "rate of 5 % (Benjamini–Hochberg); the paper's share of improving layers (4/23)",
-        author_data=f"GPT-2 Medium best gates: intervals below 0 at "
-        f"{int((gm.gate_ci_hi_pct < 0).sum())} of {len(gm)} layers (text: 4 of 23)",
+        author_data=f"GPT-2 Medium best gates: intervals below 0 at {a_better} of {len(gm)} "
+        "layers (text: 4 of 23)",
         needs="more evaluation windows", scale=_scale(F, S))
 
 
