@@ -71,6 +71,28 @@ def test_cross_validation_over_windows_picks_lambda_from_held_out_error():
         raise AssertionError("one window cannot be cross-validated")
 
 
+def test_cross_validation_equals_refitting_each_fold():
+    """The fast path (moments per fold, errors in the eigenbasis) gives what refitting each
+    fold's training rows with `ridge_readout` and scoring its held-out rows gives."""
+    g = torch.Generator().manual_seed(1)
+    n, p = 300, 40
+    Phi = torch.randn(n, p, generator=g, dtype=torch.float64) * 3 + 5  # far from centred
+    Y = torch.tanh(Phi[:, :6]) @ torch.randn(6, 4, generator=g, dtype=torch.float64) + 1
+    Y += 0.3 * torch.randn(n, 4, generator=g, dtype=torch.float64)
+    groups = torch.arange(n) // 10
+    cv = rf.ridge_cv(Phi, Y, groups, folds=4)
+    fold = (groups % 4)  # 30 windows dealt in turn, as ridge_cv deals them
+    sse, sst = torch.zeros(len(cv["grid"]), dtype=torch.float64), 0.0
+    for k in range(4):
+        tr, te = fold != k, fold == k
+        sst += float((Y[te] - Y[te].mean(0)).square().sum())
+        for i, lam in enumerate(cv["grid"]):
+            sse[i] += (rf.ridge_readout(Phi[tr], Y[tr], lam)(Phi[te]) - Y[te]).square().sum()
+    assert torch.allclose(torch.tensor(cv["r2"], dtype=torch.float64), 1 - sse / sst,
+                          rtol=1e-9, atol=1e-9)
+    assert cv["lambda"] == cv["grid"][int(torch.argmin(sse))]
+
+
 def test_fit_random_features_keeps_the_cross_validated_choice():
     X, Y = data(600, 0)
     groups = torch.arange(600) // 50

@@ -87,11 +87,11 @@ def fit_random_features(X: torch.Tensor, Y: torch.Tensor, width: int, seed: int 
                                                              torch.zeros(1)), activation)
     with torch.no_grad():
         Phi, Y64 = rf.features(X64), Y.to(torch.float64)
-        rf.cv = None
+        rf.cv, moments = None, None
         if isinstance(lam, CV):
-            rf.cv = ridge_cv(Phi, Y64, lam.groups, lam.folds, lam.grid)
+            rf.cv, moments = _cv(Phi, Y64, lam.groups, lam.folds, lam.grid)
             lam = rf.cv["lambda"]
-        rf.readout = ridge_readout(Phi, Y64, lam)
+        rf.readout = _solve(*(moments or _centred(Phi, Y64)), lam)
     return rf.to(dtype)
 
 
@@ -100,11 +100,14 @@ def ridge_readout(Phi: torch.Tensor, Y: torch.Tensor, lam: float) -> LinearSurro
     read-out of d + m features, solved by Cholesky: (ΦcᵀΦc + λI) W = ΦcᵀYc, b = ȳ − φ̄W. The
     Gram matrix is positive definite for λ > 0, and a Cholesky solve is a small fraction of
     an eigendecomposition of the same matrix."""
-    p_mean, y_mean = Phi.mean(0), Y.mean(0)
-    Pc = Phi - p_mean
-    G = Pc.T @ Pc
+    return _solve(*_centred(Phi, Y), lam)
+
+
+def _solve(G: torch.Tensor, B: torch.Tensor, p_mean: torch.Tensor, y_mean: torch.Tensor,
+           lam: float) -> LinearSurrogate:
+    G = G.clone()
     G.diagonal().add_(lam)
-    W = torch.cholesky_solve(Pc.T @ (Y - y_mean), torch.linalg.cholesky(G))
+    W = torch.cholesky_solve(B, torch.linalg.cholesky(G))
     return LinearSurrogate(W, y_mean - p_mean @ W)
 
 
@@ -123,24 +126,47 @@ def ridge_cv(Phi: torch.Tensor, Y: torch.Tensor, groups: torch.Tensor, folds: in
     cost of one eigendecomposition per fold. Returns {"lambda": the λ with the least pooled
     held-out squared error, "grid": the λs, "r2": each λ's pooled held-out R², "edge": whether
     the choice lies at an end of the grid}."""
+    return _cv(Phi, Y, groups, folds, grid)[0]
+
+
+def _cv(Phi, Y, groups, folds, grid):
+    """`ridge_cv`'s choice, and the full data's (ΦcᵀΦc, ΦcᵀYc, φ̄, ȳ) for the final fit.
+
+    The data are centred once; each fold's sums and cross-products are taken on its own rows,
+    and a training set's centred moments are the totals less its held-out fold's, corrected to
+    the training mean — one pass over the rows instead of one per fold. Per fold, in the
+    eigenbasis (e, V) of its training Gram matrix, the prediction at λ is P D VB with
+    P = (Φ_te − φ̄)V, VB = VᵀB and D = diag(1/(e + λ)), so its squared error
+    ‖R − P D VB‖² = ‖R‖² − 2 dᵀa + dᵀ(PᵀP ∘ VB VBᵀ)d, with a = rowsum(PᵀR ∘ VB): each λ costs
+    O(p²), not a product over the fold's rows."""
     ids = torch.unique(groups)
     if len(ids) < folds:
         raise ValueError(f"ridge_cv needs at least {folds} groups (windows), got {len(ids)}")
     fold_of = {int(g): i % folds for i, g in enumerate(ids.tolist())}
     fold = torch.tensor([fold_of[int(g)] for g in groups.tolist()])
-    G, _, _, _ = _centred(Phi, Y)
+    pm, ym = Phi.mean(0), Y.mean(0)
+    Pc, Yc = Phi - pm, Y - ym
+    parts = []
+    for k in range(folds):
+        te = fold == k
+        P_k, Y_k = Pc[te], Yc[te]
+        parts.append((P_k, Y_k, P_k.T @ P_k, P_k.T @ Y_k))
+    G, B = sum(p[2] for p in parts), sum(p[3] for p in parts)
     lams = [m * float(G.diagonal().mean()) for m in grid]
     sse = torch.zeros(len(lams), dtype=torch.float64)
-    sst = 0.0
-    for k in range(folds):
-        tr, te = fold != k, fold == k
-        Gk, Bk, pm, ym = _centred(Phi[tr], Y[tr])
-        e, V = torch.linalg.eigh(Gk)
-        P, VB = (Phi[te] - pm) @ V, V.T @ Bk
-        R = Y[te] - ym
-        sst += float((Y[te] - Y[te].mean(0)).square().sum())
+    sst, N = 0.0, Phi.shape[0]
+    for P_k, Y_k, S_k, C_k in parts:
+        n = N - P_k.shape[0]
+        p_tr, y_tr = -P_k.sum(0) / n, -Y_k.sum(0) / n  # the training rows' means (Pc sums to 0)
+        e, V = torch.linalg.eigh(G - S_k - n * torch.outer(p_tr, p_tr))
+        VB = V.T @ (B - C_k - n * torch.outer(p_tr, y_tr))
+        P, R = (P_k - p_tr) @ V, Y_k - y_tr
+        sst += float((Y_k - Y_k.mean(0)).square().sum())
+        a, K, C = ((P.T @ R) * VB).sum(1), P.T @ P, VB @ VB.T
+        KC, rr = K * C, float(R.square().sum())
         for i, lam in enumerate(lams):
-            sse[i] += (R - (P / (e.clamp_min(0) + lam)) @ VB).square().sum()
+            d = 1 / (e.clamp_min(0) + lam)
+            sse[i] += rr - 2 * (d @ a) + d @ KC @ d
     best = int(torch.argmin(sse))
-    return {"lambda": lams[best], "grid": lams, "r2": (1 - sse / sst).tolist(),
-            "edge": best in (0, len(lams) - 1)}
+    return ({"lambda": lams[best], "grid": lams, "r2": (1 - sse / sst).tolist(),
+             "edge": best in (0, len(lams) - 1)}, (G, B, pm, ym))

@@ -37,7 +37,7 @@ SETTINGS = {
                eval_windows=2, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=2,
                max_cost=0.01, **training.PAIR["ci"], pair_seeds=1, phase1_steps=4, phase2_steps=4,
                ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=3,
-               speed_rounds=5),
+               speed_rounds=2),
     # full: gates fit on 64 windows (16,384 tokens; the paper 25–50k, tex line 103): on 8
     # windows (2,048 tokens) the 577-parameter gates over-fit (training AUC 0.83, held out
     # 0.52) and failed their positive control. The δ sweep costs ≈ 30 s a window, so the select
