@@ -15,8 +15,10 @@ no AVX-512 or AMX, 69 GFLOPS float32 and 1.8 GFLOPS bfloat16 on one thread at th
 The book's budgets are sized so that the expected time there is at most 20 minutes.
 
 To measure rather than scale, build with AVX2 only: on a CPU with AVX-512 this makes PyTorch
-compute as the reference does (on the machine the book is built on: 69 GFLOPS float32 and 1.7
-bfloat16, the reference's own figures), and the build records it, so the scaling is then ≈ 1:
+use the reference's instructions, and the build records it. It does not make the CPU as slow as
+the reference: the machine the book is built on measured 69 GFLOPS float32 AVX2-only on
+2026-12-02 (the reference's own figure) but 96 on 2026-12-04 (another host), so this scaling
+still applies to an AVX2-only build:
 
     MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
         DNNL_MAX_CPU_ISA=AVX2 tox -e book
