@@ -32,11 +32,12 @@ SETTINGS = {
                   nofly_windows=4, max_cost=0.01, **training.PAIR["smoke"], pair_seeds=1,
                   phase1_steps=2, phase2_steps=2, ft_lr=1e-4, gate_lr=1e-3, sparsity=0.1, n_boot=50,
                   random_draws=3, speed_rounds=2),
+    # ci: random routing drawn twice (full: 3; its sweep was most of the chapter's time)
     "ci": dict(models="smollm2-135m", corpus="pydocs", cross_corpus="shakespeare",
                dtype="float32", window=256, fit_windows=40, gate_windows=2, select_windows=2,
                eval_windows=2, batch_size=8, gates=GATES, curve_layers=2, nofly_windows=2,
                max_cost=0.01, **training.PAIR["ci"], pair_seeds=1, phase1_steps=4, phase2_steps=4,
-               ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=3,
+               ft_lr=1e-4, gate_lr=1e-2, sparsity=0.1, n_boot=1000, random_draws=2,
                speed_rounds=2),
     # full: gates fit on 64 windows (16,384 tokens; the paper 25–50k, tex line 103): on 8
     # windows (2,048 tokens) the 577-parameter gates over-fit (training AUC 0.83, held out
