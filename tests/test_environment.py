@@ -6,6 +6,7 @@ import ast
 import json
 import os
 import re
+import subprocess
 import sys
 import tomllib
 from importlib import metadata
@@ -120,15 +121,19 @@ def test_the_lock_pins_every_declared_package_within_its_bounds():
 
 
 def test_tox_workflow_and_environment_install_with_the_lock():
+    """tox installs with the lock; environment.yml gives readers the book extra only, and
+    environment-dev.yml contributors every extra; both at the lock, torch from the CPU index."""
     tox = (ROOT / "tox.ini").read_text()
     assert "PIP_CONSTRAINT = {env:NLBUDGET_CONSTRAINTS:{toxinidir}/constraints/lock.txt}" in tox
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    assert "python=3.11" in env["dependencies"]
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert "-c constraints/lock.txt" in pip
-    extras = next(p for p in pip if p.startswith("-e ."))
-    assert set(re.findall(r"\[(.*)\]", extras)[0].split(",")) == set(
-        PROJECT["optional-dependencies"])
+    for name, want in (("environment.yml", {"book"}),
+                       ("environment-dev.yml", set(PROJECT["optional-dependencies"]))):
+        env = yaml.safe_load((ROOT / name).read_text())
+        assert "python=3.11" in env["dependencies"], name
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+        assert "-c constraints/lock.txt" in pip, name
+        assert "--index-url https://download.pytorch.org/whl/cpu" in pip, name
+        extras = next(p for p in pip if p.startswith("-e ."))
+        assert set(re.findall(r"\[(.*)\]", extras)[0].split(",")) == want, name
 
 
 @pytest.mark.skipif(bool(os.environ.get("NLBUDGET_CONSTRAINTS")),
@@ -150,3 +155,78 @@ def test_installed_and_recorded_versions_are_the_locked_ones():
         for name, version in versions.items():
             if version is not None and _name(name) in lock:
                 assert version.split("+")[0] == lock[_name(name)], (where, name, version)
+
+
+def test_the_lowest_constraints_are_the_floors():
+    """constraints/lowest.txt pins every declared dependency (and extra) at its floor, and the
+    workflow's `lowest` job installs with it on the lowest Python allowed."""
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    reqs = list(PROJECT["dependencies"]) + [r for e in PROJECT["optional-dependencies"].values()
+                                            for r in e]
+    floors = {}
+    for r in map(Requirement, reqs):
+        lows = [s.version for s in r.specifier if s.operator == ">="]
+        assert len(lows) == 1, f"{r} has no single floor"
+        floors[_name(r.name)] = lows[0]
+    text = (ROOT / "constraints" / "lowest.txt").read_text()
+    pinned = dict(re.findall(r"^([\w.-]+)==(\S+)$", text, re.M))
+    assert {_name(k): v for k, v in pinned.items()} == floors
+    python = re.search(r">=([\d.]+)", PROJECT["requires-python"]).group(1)
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
+    setup = next(s for s in wf["jobs"]["lowest"]["steps"] if "setup-python" in s.get("uses", ""))
+    assert str(setup["with"]["python-version"]) == python
+    assert any("tox -e lowest" in s.get("run", "") for s in wf["jobs"]["lowest"]["steps"])
+    assert SpecifierSet(PROJECT["requires-python"]).contains(python)
+
+
+def test_the_floors_match_what_the_code_calls():
+    """SciPy's `rng=` (bootstrap, permutation_test) arrived in 1.15; soupsieve of the lock needs
+    Python 3.11.5."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    scipy = next(Requirement(r) for r in PROJECT["dependencies"] if r.startswith("scipy"))
+    assert scipy.specifier.contains("1.15.0") and not scipy.specifier.contains("1.14.1")
+    assert "rng=" in (ROOT / "src" / "nlbudget" / "verdicts" / "stats.py").read_text()
+    assert Version(re.search(r">=([\d.]+)", PROJECT["requires-python"]).group(1)) >= Version("3.11.5")
+
+
+def _resolve_for(platform_tag: str, tmp_path) -> subprocess.CompletedProcess:
+    """Whether every package of the lock has a binary wheel for another platform (pip
+    `--dry-run --report --no-deps`: nothing is installed; without --no-deps pip would judge
+    torch's Linux-only requirements by this machine's markers, not the target's)."""
+    lines = [ln.split("#")[0].strip() for ln in
+             (ROOT / "constraints" / "lock.txt").read_text().splitlines()]
+    (tmp_path / "req.txt").write_text("\n".join(ln for ln in lines if ln) + "\n")
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+         "--no-deps", "--report", str(tmp_path / "report.json"), "--only-binary=:all:",
+         "--platform", platform_tag, "--python-version", "3.11.5", "--implementation", "cp",
+         "--target", str(tmp_path / "t"), "-r", str(tmp_path / "req.txt")],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PIP_CONSTRAINT": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("platform_tag", ["macosx_14_0_arm64", "win_amd64"])
+def test_the_lock_installs_on_the_platforms_the_readme_names(platform_tag, tmp_path):
+    """The README says the lock has wheels for macOS arm64 ≥ 14 and Windows: pip resolves it
+    for them (binary wheels only, from the registry)."""
+    r = _resolve_for(platform_tag, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = {_name(i["metadata"]["name"]): i["metadata"]["version"]
+           for i in json.loads((tmp_path / "report.json").read_text())["install"]}
+    assert got["torch"] == _lock()["torch"]
+
+
+@pytest.mark.assets
+def test_the_lock_has_no_torch_for_macos_13(tmp_path):
+    """…and that it has none for macOS 13 or Intel Macs, where the README's path is conda-forge's
+    torch with the constraints unpinned."""
+    for tag in ("macosx_13_0_arm64", "macosx_13_0_x86_64"):
+        r = _resolve_for(tag, tmp_path)
+        assert r.returncode != 0 and "torch" in r.stderr, (tag, r.stderr[-2000:])
+    readme = (ROOT / "README.md").read_text()
+    assert "NLBUDGET_CONSTRAINTS=/dev/null" in readme and "conda-forge" in readme

@@ -3,6 +3,7 @@ after an edit, a failure or --force. The chapters' execution is replaced by a st
 writes what a run writes (executed notebook, results file), so the logic is tested in
 milliseconds; test_notebooks.py checks the same on real smoke runs."""
 
+import contextlib
 import itertools
 import json
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nlbudget import paths
-from nlbudget.book import build, ledger, plan, profiles, runner
+from nlbudget.book import build, launch, ledger, plan, profiles, runner
 from nlbudget.verdicts import results
 
 KEYS = profiles.available_chapters()
@@ -91,7 +92,9 @@ def test_editing_a_notebook_reruns_it_and_its_dependants_only(checkout, stub_run
     _run(stub_runs)
     nb = checkout / "notebooks" / f"{profiles.chapter('03').stem}.ipynb"
     doc = json.loads(nb.read_text())
-    doc["cells"][0]["source"] = doc["cells"][0]["source"] + ["\nAn edited sentence."]
+    cell = next(c for c in doc["cells"] if c["cell_type"] == "code"
+                and not "".join(c["source"]).startswith(launch.MARK))  # not the install cell
+    cell["source"] = cell["source"] + ["\nedited = True"]
     nb.write_text(json.dumps(doc))
     assert plan.status("03", "smoke", 0, stub_runs[2], stub_runs[3]) == "changed: notebook"
     ran, _, _ = _run(stub_runs)
@@ -200,7 +203,8 @@ def test_a_notebooks_results_read_its_code_and_its_page_the_prose(tmp_path, monk
 
     base = digests(nb["cells"])
     md = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown")
-    code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+    code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+                and not "".join(c["source"]).startswith(launch.MARK))
 
     def edited(i, text):
         cells = [dict(c) for c in nb["cells"]]
@@ -252,6 +256,55 @@ def test_bytecode_beside_the_corpora_is_no_input(tmp_path, monkeypatch):
     assert plan.data_digest("01") == before
     (tmp_path / "data" / "corpora" / "make_x.py").write_text("x = 2\n")
     assert plan.data_digest("01") != before
+
+
+LITTER = ("__pycache__/make_x.cpython-311.pyc", ".DS_Store", "Thumbs.db", "notes.txt~",
+          ".make_x.py.swp", ".#make_x.py", "._make_x.py", ".ipynb_checkpoints/x-checkpoint.json",
+          "sub/.DS_Store")
+
+
+def test_editor_and_os_litter_is_no_input(tmp_path, monkeypatch):
+    """Opening the folder in an editor or a file browser (backups, swap and lock files, the
+    desktop's metadata) reruns no chapter; a real data file does (outside git: every file)."""
+    (tmp_path / "data" / "corpora").mkdir(parents=True)
+    (tmp_path / "data" / "corpora" / "make_x.py").write_text("x = 1\n")
+    monkeypatch.setattr(paths, "shipped", lambda: tmp_path)
+    before = plan.data_digest("01")
+    for f in LITTER:
+        (tmp_path / "data" / "corpora" / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / "corpora" / f).write_bytes(b"litter")
+    assert plan.data_digest("01") == before
+    (tmp_path / "data" / "corpora" / "new.json").write_text("{}")
+    assert plan.data_digest("01") != before
+
+
+def test_in_a_checkout_only_tracked_data_files_count():
+    """In the git checkout the data digest reads the files git tracks: litter the tests, an
+    editor or the OS leave in data/ — written here into the real folders — leaves every
+    committed result fresh."""
+    root = paths.shipped()
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    made = []
+    try:
+        import py_compile
+
+        # the tests' own side effect: importing data/corpora/make_pydocs.py writes bytecode
+        made.append(Path(py_compile.compile(str(root / "data" / "corpora" / "make_pydocs.py"))))
+        for f in [*LITTER, "untracked-scratch.txt"]:
+            p = root / "data" / "corpora" / f
+            if not p.exists():
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(b"litter")
+                made.append(p)
+        assert {k: ledger.staleness(k, "full") for k in profiles.CHAPTERS} == {
+            k: "" for k in profiles.CHAPTERS}
+    finally:
+        for p in made:
+            p.unlink(missing_ok=True)
+        for d in ("__pycache__", ".ipynb_checkpoints", "sub"):
+            with contextlib.suppress(OSError):
+                (root / "data" / "corpora" / d).rmdir()
 
 
 def test_the_authors_files_are_judged_not_rerun(tmp_path, monkeypatch):

@@ -196,7 +196,7 @@ def test_modules_live_in_folders_by_role():
              "assets": {"downloads", "corpora", "models", "memo", "devices", "machine",
                         "reference"},
              "book": {"profiles", "plan", "runner", "build", "exercises", "launch", "pages",
-                      "standins", "ledger", "inputs"},
+                      "standins", "ledger", "inputs", "preflight"},
              "teaching": {"checks", "machinery", *(f"ch{i:02d}" for i in range(1, 8))}}
     for folder, names in roles.items():
         assert {p.stem for p in (PKG / folder).glob("*.py")} - {"__init__"} == names, folder

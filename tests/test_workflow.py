@@ -39,7 +39,7 @@ def test_runs_on_pull_requests_and_main():
 def test_tests_job_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "tox -e tests" in readme
-    assert ("tests", ".ci/run") in set(_commands())
+    assert any(job == "tests" and c.split()[0] == ".ci/run" for job, c in _commands())
     assert "exec tox -e tests" in (ROOT / ".ci" / "run").read_text()
 
 
@@ -157,3 +157,75 @@ def test_pages_deployments_are_never_cancelled():
     assert cancel in ("False", "false") or cancel == "${{ github.event_name == 'pull_request' }}"
     deploy = WF["jobs"]["deploy"]["concurrency"]
     assert deploy["cancel-in-progress"] is False and deploy["group"] != top["group"]
+
+
+def test_actions_are_pinned_by_commit_sha_to_node24_majors():
+    """Every action is pinned by a full commit SHA with its release tag beside it (what
+    dependabot updates), at a major that runs on Node 24."""
+    node24 = {"actions/checkout": 5, "actions/setup-python": 6, "actions/cache": 5,
+              "actions/upload-artifact": 6, "actions/upload-pages-artifact": 5,
+              "actions/deploy-pages": 5}  # the first major of each on Node 24 (or composite)
+    lines = [ln.strip() for ln in (ROOT / ".github/workflows/book.yml").read_text().splitlines()
+             if re.match(r"\s*(- )?uses:", ln)]
+    assert len(lines) >= 10
+    for ln in lines:
+        m = re.fullmatch(r"(?:- )?uses: ([\w./-]+)@([0-9a-f]{40}) # v(\d+)\.\d+\.\d+", ln)
+        assert m, f"not pinned by SHA with its tag: {ln}"
+        assert m.group(1) in node24 and int(m.group(3)) >= node24[m.group(1)], ln
+    bot = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
+    assert {u["package-ecosystem"] for u in bot["updates"]} == {"github-actions", "pip"}
+
+
+def test_every_cache_key_reads_files_that_exist():
+    """A hashFiles pattern that matches nothing hashes to '' and the key stops following the
+    code (the asset caches once hashed modules that had moved)."""
+    pats = re.findall(r"hashFiles\(([^)]*)\)", (ROOT / ".github/workflows/book.yml").read_text())
+    assert pats
+    for group in pats:
+        for pat in re.findall(r"'([^']+)'", group):
+            assert list(ROOT.glob(pat)), f"hashFiles pattern matches no file: {pat}"
+
+
+def _uploads(job: str) -> list[dict]:
+    return [s for s in WF["jobs"][job]["steps"]
+            if s.get("uses", "").startswith("actions/upload-artifact@")]
+
+
+def test_a_failed_run_keeps_its_notebooks_results_and_logs():
+    for job, must in (("tests", {"tests.log"}),
+                      ("book", {"book.log", "build/ci/**/*.ipynb", "data/results/ci"})):
+        kept = [s for s in _uploads(job) if s.get("if") == "always()"]
+        assert kept, f"{job}: nothing uploaded when it fails"
+        assert must <= set(kept[0]["with"]["path"].split()), job
+    logged = [s["run"] for _, _, s in _steps() if "tee " in s.get("run", "")]
+    assert any(".ci/run" in r and "tests.log" in r for r in logged)
+    assert any("tox -e book" in r and "book.log" in r for r in logged)
+
+
+def test_a_pull_request_gets_its_built_pages():
+    html = [s for s in _uploads("book") if s["with"]["path"] == "build/ci/site/_build/html"]
+    assert html and "pull_request" in html[0]["if"]
+
+
+def test_a_weekly_cold_build_checks_the_links():
+    assert [s["cron"] for s in TRIGGERS["schedule"]]
+    check = [s for s in WF["jobs"]["book"]["steps"] if "--builder linkcheck" in s.get("run", "")]
+    assert check and "schedule" in check[0]["if"]
+    # the scheduled build starts cold: no cache restored
+    for s in WF["jobs"]["book"]["steps"]:
+        if s.get("uses", "").startswith("actions/cache@"):
+            assert s["if"] == "github.event_name != 'schedule'", s
+
+
+def test_the_lowest_versions_job_runs_the_unit_tests():
+    job = WF["jobs"]["lowest"]
+    assert any("tox -e lowest" in s.get("run", "") for s in job["steps"])
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(ROOT / "tox.ini")
+    env = ini["testenv:lowest"]
+    assert "constraints/lowest.txt" in env["set_env"]
+    assert "not notebooks" in env["commands"]
+
+
+def test_the_readme_says_pages_must_be_switched_to_actions():
+    assert "GitHub Actions" in (ROOT / "README.md").read_text()

@@ -10,11 +10,11 @@ import sys
 import time
 
 from nlbudget.assets import corpora, models
-from nlbudget.book import launch, plan, profiles
+from nlbudget.book import launch, plan, preflight, profiles
 from nlbudget.book.build import (COMMITTED, EDITIONS, build, judge_committed, ledger_markdown,
                                  ledger_text)
 from nlbudget.book.exercises import student_edition
-from nlbudget.book.runner import run, run_chapters
+from nlbudget.book.runner import ChapterFailed, run, run_chapters, stop_on_signals
 from nlbudget.errors import AssetUnavailable, ParameterError
 from nlbudget.verdicts.results import compare
 
@@ -91,6 +91,7 @@ def _check_profile(profile: str) -> None:
 
 
 def cmd_run(args) -> int:
+    _check_profile(args.profile)
     if args.profile in plan.COMMITTED and not args.param:
         # a committed scale: through the plan, which leaves the inputs' record beside the
         # results file (the ledger marks the result stale when they change)
@@ -111,6 +112,10 @@ def cmd_run(args) -> int:
 
 def cmd_book(args) -> int:
     _check_profile(args.profile)
+    if args.no_run:
+        preflight.results_folder(args.results_dir, args.profile)
+    else:
+        preflight.run_folders(args.profile, args.results_dir, args.build_dir)
     index = build(args.profile, run=not args.no_run, build_dir=args.build_dir,
                   results_dir=args.results_dir, seed=profiles.parse_seed(args.seed),
                   force=args.force, edition=args.edition)
@@ -120,6 +125,7 @@ def cmd_book(args) -> int:
 
 def cmd_ledger(args) -> int:
     _check_profile(args.profile)
+    preflight.results_folder(args.results_dir, args.profile)
     print(ledger_markdown(args.profile, args.results_dir) if args.markdown
           else ledger_text(args.profile, args.results_dir))
     return 0
@@ -128,6 +134,7 @@ def cmd_ledger(args) -> int:
 def cmd_judge(args) -> int:
     """Re-judge from the stored figures; the committed scales' results where they live."""
     _check_profile(args.profile)
+    preflight.results_folder(args.results_dir, args.profile)
     keys = [profiles.chapter(k).key for k in args.chapters] or list(profiles.CHAPTERS)
     t = time.perf_counter()
     if args.profile in COMMITTED and args.results_dir is None:
@@ -156,6 +163,8 @@ def cmd_student_edition(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    _check_profile(args.profile)
+    preflight.compared(args.first, args.second, args.profile)
     diff = compare(args.first, args.second, args.profile, args.rtol)
     for stem, d in diff.items():
         if "missing" in d:
@@ -192,11 +201,13 @@ COMMANDS = {"run": cmd_run, "book": cmd_book, "ledger": cmd_ledger, "judge": cmd
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.cmd in ("run", "book") and argv is None:  # the command, not a call from Python
+        stop_on_signals()
     try:
         return COMMANDS[args.cmd](args)
-    except (ParameterError, AssetUnavailable) as e:
+    except (ParameterError, AssetUnavailable, ChapterFailed) as e:
         print(f"nlbudget: error: {e}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(e, ChapterFailed) else 2
 
 
 if __name__ == "__main__":

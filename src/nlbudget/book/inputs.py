@@ -10,12 +10,13 @@ import io
 import json
 import platform
 import re
+import subprocess
 import tokenize
 from pathlib import Path
 
 from nlbudget import paths
 from nlbudget.assets.downloads import sha256
-from nlbudget.book import exercises, profiles
+from nlbudget.book import exercises, launch, profiles
 from nlbudget.verdicts import results
 
 #: Modules no chapter imports (the build, the command line, the exercises' checks), and the
@@ -200,14 +201,49 @@ def claims_rows(key: str) -> bytes:
                                  if ln.decode().split(",")[col:col + 1] == [key]])
 
 
+#: Files no data folder means to hold, wherever they appear: Python's bytecode, editors'
+#: backups and swap files, the desktop's and notebooks' own litter.
+LITTER = ("__pycache__", ".ipynb_checkpoints", ".DS_Store", "Thumbs.db", "desktop.ini")
+_LITTER_SUFFIXES = (".pyc", ".pyo", ".swp", ".swo", "~", ".orig", ".rej")
+
+
+def is_litter(rel: Path) -> bool:
+    """Whether a file under a data folder is litter (`LITTER`), not data."""
+    return (any(p in LITTER or p.startswith("._") for p in rel.parts)
+            or rel.name.endswith(_LITTER_SUFFIXES) or rel.name.startswith(".#"))
+
+
+def _tracked(root: Path, folder: str) -> list[Path] | None:
+    """The files git tracks under `root/data/folder`, or None where `root` is no git checkout
+    (a wheel's copy) or git is missing."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", f"data/{folder}"],
+                             capture_output=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [root / f for f in out.decode().split("\0") if f]
+
+
+def data_files(*folders: str) -> list[Path]:
+    """The data files under `data/<folder>/` of the checkout (those git tracks; in a wheel's
+    copy, every file), never litter (`is_litter`): running the tests, opening a file in an
+    editor or browsing the folder reruns no chapter."""
+    root = paths.shipped()
+    files = []
+    for folder in folders:
+        tracked = _tracked(root, folder) if (root / ".git").exists() else None
+        found = tracked if tracked is not None else (root / "data" / folder).rglob("*")
+        files += sorted(f for f in found if f.is_file()
+                        and not is_litter(f.relative_to(root / "data" / folder)))
+    return files
+
+
 def _files_digest(*folders: str) -> str:
-    """The files under `data/<folder>/` of the checkout (or of the wheel's copy), not Python's
-    bytecode caches beside them."""
+    """The data files under `data/<folder>/` (`data_files`), each by its path and bytes."""
     root = paths.shipped() / "data"
     h = hashlib.sha256()
-    for f in [p for folder in folders for p in sorted((root / folder).rglob("*"))]:
-        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    for f in data_files(*folders):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
 
@@ -244,12 +280,15 @@ def _cells(path: Path, kind: str) -> list[str]:
 
 def notebook_code(path: Path) -> str | None:
     """What of a chapter's notebook its results depend on: its code cells, each as `code`
-    reads a module (tokens, without comments or blank lines); None where there is no
-    notebook."""
+    reads a module (tokens, without comments or blank lines), but the install cell
+    (`launch.MARK`: setting the repository's URL and syncing the cells stales no result);
+    None where there is no notebook."""
     if not path.is_file():
         return None
     h = hashlib.sha256()
     for src in _cells(path, "code"):
+        if src.startswith(launch.MARK):  # the install cell (`launch.sync`): where the package
+            continue  # comes from, not what the chapter computes
         try:
             src = code(src.rstrip() + "\n")  # a cell's last line reads alike with or without "\n"
         except (tokenize.TokenError, IndentationError, SyntaxError):

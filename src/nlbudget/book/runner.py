@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 
 from nlbudget import paths
-from nlbudget.book import exercises, plan, profiles
+from nlbudget.book import exercises, plan, preflight, profiles
 from nlbudget.book.plan import Plan, Step, say
 
 
@@ -52,6 +52,7 @@ def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | N
         seed = profiles.parse_seed(seed)
     params = {"profile": profile, "seed": seed, **(parameters or {})}
     check_parameters(key, params)  # fails before anything runs or is written
+    preflight.run_folders(profile, results_dir, build_dir)  # and so does a read-only folder
     params["results_dir"] = str(Path(results_dir or paths.results_dir()).resolve())
     ch = profiles.chapter(key)
     out_dir = Path(build_dir or paths.build_dir()) / profile / "chapters"
@@ -85,16 +86,45 @@ def run_exercises(key: str, profile: str, results_dir=None, build_dir=None,
     return out
 
 
+class ChapterFailed(RuntimeError):
+    """A chapter's notebook failed: the message names the cell, the error and the executed
+    notebook (outputs up to the failure, the traceback in the failing cell)."""
+
+    @classmethod
+    def from_papermill(cls, e: Exception, src: Path, kept: Path | None) -> "ChapterFailed":
+        where = (f"cell {e.cell_index} (execution count {e.exec_count})"
+                 if hasattr(e, "cell_index") else "a cell")
+        what = (f"{e.ename}: {e.evalue}" if hasattr(e, "ename")
+                else f"{type(e).__name__}: {e}".strip())
+        first = next(iter(getattr(e, "source", "").strip().splitlines()), "")
+        return cls(f"{src.name} failed in {where}" + (f", which starts `{first[:80]}`"
+                                                       if first else "")
+                   + f": {what}" + (f"; the executed notebook, with the traceback: {kept}"
+                                    if kept else ""))
+
+
+def _keep_failed(tmp: Path, out: Path) -> Path | None:
+    """A failed run's partial notebook, moved beside where the executed one would be."""
+    if not tmp.is_file():
+        return None
+    failed = out.with_name(f"{out.stem}.failed.ipynb")
+    tmp.replace(failed)
+    return failed
+
+
 def _execute(src: Path, out: Path, params: dict, timeout: int, progress: bool) -> Path:
     """papermill `src` → `out`, atomically: a failed run leaves no executed copy."""
     import papermill as pm  # cost: papermill and its kernel machinery, only when executing
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.running.ipynb")
-    with kernel_environment():
-        pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name="python3",
-                            cwd=str(src.parent), execution_timeout=timeout,
-                            progress_bar=progress, log_output=False)
+    try:
+        with kernel_environment():
+            pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name="python3",
+                                cwd=str(src.parent), execution_timeout=timeout,
+                                progress_bar=progress, log_output=False)
+    except Exception as e:  # a cell raised or timed out: say which, keep what ran
+        raise ChapterFailed.from_papermill(e, src, _keep_failed(tmp, out)) from None
     hide_injected_parameters(tmp)
     tmp.replace(out)
     return out
@@ -127,6 +157,37 @@ def hide_injected_parameters(path: Path) -> None:
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
     nbformat.write(nb, path)
+
+
+def stop_children() -> list[int]:
+    """Stop every process this one started, however deep (one-thread chapters' runners,
+    papermill's kernels, which start in sessions of their own): SIGTERM, then SIGKILL to what
+    is left after 5 s. Returns their pids."""
+    import psutil
+
+    kids = psutil.Process().children(recursive=True)  # the whole tree, before any parent dies
+    for k in kids:
+        with contextlib.suppress(psutil.Error):
+            k.terminate()
+    _, alive = psutil.wait_procs(kids, timeout=5)
+    for k in alive:
+        with contextlib.suppress(psutil.Error):
+            k.kill()
+    psutil.wait_procs(alive, timeout=5)
+    return [k.pid for k in kids]
+
+
+def stop_on_signals() -> None:
+    """On SIGTERM (a `timeout`, a cancelled CI job) or SIGINT (Ctrl-C): stop every runner and
+    kernel this process started (`stop_children`), then exit with 128 + the signal's number;
+    the chapter that was running stays stale (`plan.void`), its results file untouched."""
+    def stop(signum, frame):
+        signal.signal(signum, signal.SIG_IGN)  # a second signal does not interrupt the stop
+        stop_children()
+        raise SystemExit(128 + signum)
+
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, stop)
 
 
 # ------------------------------------------------------------------ running a plan
@@ -279,9 +340,12 @@ class _Chapters:
                 if proc.returncode != 0:
                     for other, *_rest in self.running.values():
                         other.wait()
-                    text = Path(logf.name).read_text(errors="replace")[-6000:]
-                    raise RuntimeError(f"chapter {step.stem} failed (exit {proc.returncode}):"
-                                       f"\n{text}")
+                    text = Path(logf.name).read_text(errors="replace").strip().splitlines()
+                    said = next((ln for ln in reversed(text) if "ChapterFailed:" in ln),
+                                text[-1] if text else "")
+                    raise ChapterFailed(f"chapter {step.stem} failed (exit {proc.returncode}): "
+                                        f"{said.split('ChapterFailed: ', 1)[-1]}; its log: "
+                                        f"{logf.name}")
                 self.finish(step, inp, time.perf_counter() - t0)
                 block = False
             if not block:
@@ -300,6 +364,7 @@ def _main(argv: list[str] | None = None) -> None:
     ap.add_argument("--results-dir", default=None)
     ap.add_argument("--build-dir", default=None)
     a = ap.parse_args(argv)
+    stop_on_signals()
     print(f"executed: {run(a.chapter, a.profile, a.seed, None, a.results_dir, a.build_dir)}")
 
 
