@@ -370,3 +370,18 @@ def test_the_import_reader_agrees_with_ast_on_every_module_and_notebook():
     # multi-line, aliased and commented imports
     src = "from nlbudget.verdicts import (claims,  # the rules\n    stats as st)\nimport nlbudget.paths"
     assert {f.name for f in plan.package_imports(src, pkg)} == {"claims.py", "stats.py", "paths.py"}
+
+
+def test_the_profiles_module_is_no_input_but_the_settings_it_resolves_are(monkeypatch):
+    """book/profiles.py resolves a run's settings and finds its notebook, both inputs of their
+    own: editing it (a new check, a clearer message) leaves results fresh; a change in the
+    settings it resolves does not."""
+    from nlbudget.book import inputs
+
+    pkg = Path(inputs.__file__).resolve().parent.parent
+    for key in profiles.CHAPTERS:
+        assert pkg / "book" / "profiles.py" not in inputs.library_files(key), key
+    now = plan.inputs("07", "full", 0)
+    real = profiles.validate
+    monkeypatch.setattr(profiles, "validate", lambda *a, **k: {**real(*a, **k), "rf_width": 7})
+    assert plan.inputs("07", "full", 0)["settings"] != now["settings"]

@@ -128,3 +128,17 @@ def test_full_cells_get_longer_than_an_hour(monkeypatch, tmp_path):
     monkeypatch.setenv("NLBUDGET_CELL_TIMEOUT", "90")
     runner.run("01", profile="ci", results_dir=tmp_path, build_dir=tmp_path)
     assert seen == [3600, 4 * 3600, 60, 90]
+
+
+def test_zero_is_valid_where_the_chapters_own_profiles_use_it():
+    """Chapter 07's documented sentinel rf_width=0 (the MLP's own width, its ci and full
+    default) is accepted as an override; a negative width, or 0 where no profile uses it, is
+    not."""
+    from nlbudget.book import profiles
+    from nlbudget.errors import ParameterError
+
+    assert profiles.validate("07", "smoke", rf_width=0)["rf_width"] == 0
+    with pytest.raises(ParameterError, match="rf_width=-1 must be ≥ 0"):
+        profiles.validate("07", "smoke", rf_width=-1)
+    with pytest.raises(ParameterError, match="rf_seeds=0 must be positive"):
+        profiles.validate("07", "smoke", rf_seeds=0)

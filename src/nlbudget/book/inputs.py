@@ -24,6 +24,11 @@ from nlbudget.verdicts import results
 #: editing them reruns no chapter.
 NOT_CHAPTER_INPUTS = ("book/build.py", "book/exercises.py", "book/launch.py", "book/plan.py",
                       "book/runner.py", "chapters/__init__.py", "cli.py")
+#: Modules every chapter imports whose whole effect on a result is another input: the
+#: profiles (`book/profiles.py`) resolve a run's settings and find its notebook, and both are
+#: inputs of their own (`settings`: the resolved settings, compared value by value; `notebook`):
+#: a new check of a bad value, or a clearer message, reruns no chapter.
+CAPTURED_ELSEWHERE = ("book/profiles.py",)
 
 
 def _sha(data: bytes) -> str:
@@ -110,7 +115,8 @@ def _closure(roots: list[Path], stop: set[Path]) -> set[Path]:
         seen.add(f)
         todo.extend(package_imports(f.read_text(encoding="utf-8"), pkg))
         todo.extend(p / "__init__.py" for p in f.parents if pkg in p.parents)
-    return {f for f in seen if f.relative_to(pkg).as_posix() not in NOT_CHAPTER_INPUTS
+    return {f for f in seen if f.relative_to(pkg).as_posix() not in
+            (*NOT_CHAPTER_INPUTS, *CAPTURED_ELSEWHERE)
             and not f.relative_to(pkg).as_posix().startswith("teaching/")}
 
 

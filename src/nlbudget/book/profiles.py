@@ -89,7 +89,7 @@ def available_chapters() -> list[str]:
     return [k for k, c in CHAPTERS.items() if (nb / f"{c.stem}.ipynb").is_file()]
 
 
-def _check_type(name: str, value, default):
+def _check_type(name: str, value, default, zero_ok: bool = False):
     if isinstance(default, bool) or isinstance(value, bool):
         ok = isinstance(value, bool) and isinstance(default, bool)
     elif isinstance(default, int):
@@ -103,8 +103,11 @@ def _check_type(name: str, value, default):
             f"parameter {name}={value!r} must be of type {type(default).__name__} "
             f"(profile default: {default!r})"
         )
-    if isinstance(default, (int, float)) and not isinstance(default, bool) and value <= 0:
-        raise ParameterError(f"parameter {name}={value!r} must be positive")
+    if isinstance(default, (int, float)) and not isinstance(default, bool) and (
+            value < 0 or (value == 0 and not zero_ok)):
+        raise ParameterError(f"parameter {name}={value!r} must be "
+                             + ("≥ 0 (0 as the chapter's own profiles use it)" if zero_ok
+                                else "positive"))
 
 
 def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | None = None,
@@ -131,7 +134,10 @@ def validate(key: str, profile: str = "ci", seed: int = 0, results_dir: str | No
     for name, value in overrides.items():
         if value is None:
             continue
-        _check_type(name, value, settings[name])
+        # 0 is valid where one of the chapter's own profiles uses it (a documented sentinel:
+        # chapter 07's rf_width=0, the MLP's own width)
+        _check_type(name, value, settings[name],
+                    zero_ok=any(p.get(name) == 0 for p in ch.settings.values()))
         if name in CHOICES and value not in CHOICES[name]:
             raise ParameterError(f"parameter {name}={value!r} is not valid; valid: "
                                  f"{', '.join(CHOICES[name])}")
