@@ -244,7 +244,7 @@ def test_the_student_book_gives_nothing_away(smoke, monkeypatch):
         stem = profiles.chapter(key).stem
         # its launch buttons open the committed student copy, not the solutions
         page = (index.parent / "notebooks" / "student" / f"{stem}.html").read_text()
-        assert f"owner/book/blob/main/notebooks/student/{stem}.ipynb" in page, stem
+        assert f"owner/book/blob/{launch.ref()}/notebooks/student/{stem}.ipynb" in page, stem
         assert "notebooks/exercises/" not in page, stem
         assert not (index.parent / "notebooks" / "exercises" / f"{stem}.html").exists()
         text = html.unescape(re.sub(r"<[^>]+>", "", page))
