@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from scipy.stats import rankdata
 
 from nlbudget import bilinear
+from nlbudget.teaching import ch02 as teaching_ch02
 from nlbudget.teaching import ch03 as teaching_ch03
 from nlbudget.teaching import ch06 as teaching_ch06
 from nlbudget.teaching import checks
@@ -299,7 +300,7 @@ def test_a_stub_is_not_caught():
 def test_every_check_function_is_tested():
     named = {n for n in dir(checks) if not n.startswith("_") and n not in (
         "check_function", "check_prediction", "chapter_results", "start", "score",
-        "CheckFailed")
+        "CheckFailed", "reveal")
         and callable(getattr(checks, n))
         and getattr(checks, n).__module__ in {m.__name__ for m in checks.CHAPTERS}}
     predictions = {n for n in named if n.startswith("predict_")}
@@ -367,16 +368,41 @@ def test_prediction_checks_report_right_and_wrong(name, fake_results, capsys):
     if name == "predict_linearity_by_scale":  # measured on the spot: derived, then flipped
         right = right()
         wrong = [w(right) for w in wrong]
+    why = getattr(teaching_modules()[name], "WHY_" + name[len("predict_"):].upper())
     check(right, "smoke", fake_results)
     out = capsys.readouterr().out
-    assert out.startswith("✓") and "✗" not in out
-    for w in wrong:  # a wrong prediction is reported, with what was measured
+    assert out.startswith("✓") and "✗" not in out and "the book measured" in out
+    assert why[:40] in out  # the reason, once the prediction is right
+    for w in wrong:  # a wrong prediction is reported, without the answer or the reason
         check(w, "smoke", fake_results)
         out = capsys.readouterr().out
-        assert out.startswith("✗") and "but the book measured" in out
+        assert out.startswith("✗") and "not what the book measured" in out
+        assert "the book measured" not in out.replace("not what the book measured", "")
+        assert why[:40] not in out and "checks.reveal()" in out
     for m in malformed:
         with pytest.raises(checks.CheckFailed, match="a prediction is"):
             check(m, "smoke", fake_results)
+
+
+def teaching_modules() -> dict:
+    """{prediction check: the teaching module that defines it}."""
+    return {n: m for m in checks.CHAPTERS for n in vars(m) if n.startswith("predict_")}
+
+
+def test_revealing_gives_the_answer_and_counts_as_failed(fake_results, capsys):
+    """`reveal()` after a wrong prediction shows what was measured and why; the check then
+    stays failed in the score, even if the next answer is right."""
+    checks.start("02", "smoke")
+    checks.predict_gated_width(lambda d: 4 * d, "smoke", fake_results)
+    assert "200" not in capsys.readouterr().out
+    checks.reveal()
+    out = capsys.readouterr().out
+    assert "the book measured 200" in out and teaching_ch02.WHY_GATED_WIDTH[:40] in out
+    checks.predict_gated_width(lambda d: 200, "smoke", fake_results)
+    assert checks.score() == (0, 1)
+    checks.start("02", "smoke")
+    checks.reveal()
+    assert "nothing to reveal" in capsys.readouterr().out
 
 
 def test_prediction_needs_a_valid_profile_and_the_results(tmp_path):
@@ -419,3 +445,17 @@ def test_a_known_wrong_answer_is_named(name, i):
         with pytest.raises(checks.CheckFailed) as e:
             getattr(checks, name)(WRONG_FUNCTIONS[name][0])
         assert HINTED[name, i] not in str(e.value)
+
+
+def test_a_student_notebook_without_results_checks_against_the_committed_ones(
+        tmp_path, monkeypatch, capsys):
+    """Opened on Colab or in a fresh clone, where only the `full` results are committed, a
+    prediction is checked against them (and says so) instead of failing."""
+    from nlbudget import paths
+
+    monkeypatch.setattr(paths, "results_dir", lambda: tmp_path)  # this build ran nothing
+    doc = checks.chapter_results("02", "ci")
+    assert doc["parameters"]["profile"] == "full"
+    assert "committed full results" in capsys.readouterr().out
+    with pytest.raises(FileNotFoundError):  # an explicit folder is taken at its word
+        checks.chapter_results("02", "ci", tmp_path)

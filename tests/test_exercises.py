@@ -65,17 +65,46 @@ def test_student_copy_drops_solutions_only():
     assert len(nb.cells) == len(nbformat.read(exercises.notebook("01"), as_version=4).cells)
 
 
+def _edition_names() -> list[str]:
+    return sorted([exercises.notebook(k).name for k in KEYS]
+                  + [exercises.predict_name(k) for k in KEYS])
+
+
 def test_committed_student_edition_is_the_exercises_without_solutions():
     """`notebooks/student/` (what the student book's launch buttons open) is exactly the
-    student copy of every exercise notebook: rerun `nlbudget student-edition` after an edit."""
+    student copy of every exercise notebook and its predict-first page: rerun `nlbudget
+    student-edition` after an edit."""
     folder = exercises.student_folder()
-    assert sorted(p.name for p in folder.glob("*.ipynb")) == \
-        sorted(exercises.notebook(k).name for k in KEYS)
+    assert sorted(p.name for p in folder.glob("*.ipynb")) == _edition_names()
     for key in KEYS:
-        want = nbformat.writes(exercises.student_copy(
-            nbformat.read(exercises.notebook(key), as_version=4)))
-        got = nbformat.writes(nbformat.read(folder / exercises.notebook(key).name, as_version=4))
-        assert got == want, f"{key}: run `nlbudget student-edition`"
+        src = nbformat.read(exercises.notebook(key), as_version=4)
+        for name, nb in ((exercises.notebook(key).name, exercises.student_copy(src, key)),
+                         (exercises.predict_name(key), exercises.predict_first(src, key))):
+            got = nbformat.writes(nbformat.read(folder / name, as_version=4))
+            assert got == nbformat.writes(nb), f"{name}: run `nlbudget student-edition`"
+
+
+def test_every_prediction_moves_before_its_chapter():
+    """In the student edition each *predict, then check* exercise is on the predict-first page
+    (its stub and check, never its solution or a measured value), and the exercise page points
+    there instead; every other exercise stays where it was."""
+    for key in KEYS:
+        src = nbformat.read(exercises.notebook(key), as_version=4)
+        cat = exercises.catalogue(key)
+        predicts = [e["number"] for e in cat if e["kind"] == exercises.PREDICT]
+        assert predicts, key  # every chapter has one
+        first = exercises.predict_first(src, key)
+        text = "\n".join(c.source for c in first.cells)
+        st = "\n".join(c.source for c in exercises.student_copy(src, key).cells)
+        for e in cat:
+            here = f"## Exercise {e['number']} —" in text
+            assert here == (e["number"] in predicts), (key, e["number"])
+            assert f"## Exercise {e['number']} —" in st, (key, e["number"])
+        assert text.count("checks.predict_") == len(predicts) and "checks.start(" in text
+        assert not any(exercises.SOLUTION_TAG in c.metadata.get("tags", [])
+                       for c in first.cells)
+        assert st.count("before reading the chapter") == len(predicts)
+        assert "checks.predict_" not in st, key
 
 
 def test_student_edition_command(tmp_path):
@@ -83,7 +112,7 @@ def test_student_edition_command(tmp_path):
 
     assert cli.main(["student-edition", "--out", str(tmp_path)]) == 0
     written = sorted(p.name for p in tmp_path.glob("*.ipynb"))
-    assert written == sorted(exercises.notebook(k).name for k in KEYS)
+    assert written == _edition_names()
     for p in tmp_path.glob("*.ipynb"):
         assert "hide-input" not in p.read_text()  # no solution (the only hide-input cells)
 
@@ -118,15 +147,17 @@ def test_student_edition_stops_at_the_first_exercise(smoke, tmp_path):
     paths_ = exercises.student_edition(tmp_path / "student")
     for path in paths_:
         key = path.name[:2]
-        first = exercises.catalogue(key)[0]["number"]
+        kinds = [(e["number"], e["kind"] == exercises.PREDICT) for e in exercises.catalogue(key)]
+        first = next(n for n, p in kinds if p == path.name.endswith("-predict.ipynb"))
         code = [c.source for c in nbformat.read(path, as_version=4).cells
                 if c.cell_type == "code"]
         stub = next(i for i, c in enumerate(code) if "raise NotImplementedError" in c)
         assert f"Exercise {first}:" in code[stub], key
         before = "\n".join(code[:stub])
         assert not re.search(r"checks\.(?!start\()\w+\(", before), key
-    path = paths_[0]
-    first = exercises.catalogue(path.name[:2])[0]["number"]
+    path = next(p for p in paths_ if p.name.endswith("-predict.ipynb"))  # runs out of the box
+    first = next(e["number"] for e in exercises.catalogue(path.name[:2])
+                 if e["kind"] == exercises.PREDICT)
     with pytest.raises(pm.PapermillExecutionError) as e:
         pm.execute_notebook(str(path), str(tmp_path / f"out_{path.name}"),
                             parameters={"profile": "smoke", "results_dir": str(res)},

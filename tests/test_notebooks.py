@@ -231,6 +231,36 @@ def test_book_builds_with_warnings_as_errors(smoke):
     assert index.stat().st_mtime == mtime and "no page changed" in lines[-1]
 
 
+def _nothing_before_its_check(html_root):
+    """The leak test of the student book: in reading order (the table of contents), each
+    chapter's predictions (stub and check, on its predict-first page) come before the chapter's
+    page, which shows what was measured; no page holds any prediction's reason (the checks
+    show it once the prediction is right) or a measured answer; the instructors' page and every
+    link to it are left out."""
+    from nlbudget.teaching import checks
+
+    site = html_root.parent.parent
+    toc = [ln.split("file:")[1].strip() for ln in (site / "_toc.yml").read_text().splitlines()
+           if "file:" in ln]
+    assert "instructors" not in toc and not (html_root / "instructors.html").exists()
+    whys = [getattr(m, n) for m in checks.CHAPTERS for n in vars(m) if n.startswith("WHY_")]
+    assert len(whys) == sum(e["kind"] == exercises.PREDICT for k in exercises.available()
+                            for e in exercises.catalogue(k))
+    for key in exercises.available():
+        stem = profiles.chapter(key).stem
+        order = [toc.index(f"notebooks/student/{stem}-predict"), toc.index(f"notebooks/{stem}"),
+                 toc.index(f"notebooks/student/{stem}")]
+        assert order == sorted(order), (stem, order)
+        page = (html_root / "notebooks" / "student" / f"{stem}-predict.html").read_text()
+        assert "checks.predict_" in page and 'class="cell_output' not in page, stem
+    for f in html_root.rglob("*.html"):
+        text = html.unescape(re.sub(r"<[^>]+>", "", f.read_text()))
+        assert "instructors.html" not in f.read_text(), f
+        assert "the book measured" not in text.replace("not what the book measured", ""), f
+        for why in whys:  # its first sentence, as the page would show it (math as typed)
+            assert why.split(". ")[0][:60] not in text, (f, why[:60])
+
+
 @pytest.mark.notebooks
 def test_the_student_book_gives_nothing_away(smoke, monkeypatch):
     from nlbudget.book import launch
@@ -256,6 +286,7 @@ def test_the_student_book_gives_nothing_away(smoke, monkeypatch):
                 lines = [ln.strip() for ln in c.source.splitlines()
                          if len(ln.strip()) > 12 and not ln.strip().startswith("def ")]
                 assert not [ln for ln in lines if ln in text], (stem, lines)
+    _nothing_before_its_check(index.parent)
     # the solutions' book is untouched by it
     solutions = book.build("smoke", run=False, build_dir=bld, results_dir=res)
     assert "Show the solution" in (solutions.parent / "notebooks" / "exercises" /

@@ -144,6 +144,24 @@ def _exercise_page(step, edition: str) -> bytes:
     return step.executed.read_bytes()
 
 
+def _student_pages(files: dict[str, bytes], p: Plan) -> None:
+    """The student book (`stage`): each chapter's predictions on a page before it (the
+    committed predict-first copies, `exercises.predict_first`), so no page a student has
+    read yet answers one; and the instructors' page left out, with the links to it."""
+    toc = files["_toc.yml"].decode()
+    for step in p.exercises:
+        name = exercises.predict_name(step.key)
+        files[f"notebooks/student/{name}"] = (exercises.student_folder() / name).read_bytes()
+        toc = toc.replace(f"      - file: notebooks/{step.stem}\n",
+                          f"      - file: notebooks/student/{name[:-6]}\n"
+                          f"      - file: notebooks/{step.stem}\n")
+    files.pop("instructors.md", None)
+    files["_toc.yml"] = toc.replace("      - file: instructors\n", "").encode()
+    for rel in [r for r in files if r.endswith(".md")]:
+        files[rel] = files[rel].replace(b"{doc}`instructors`",
+                                        "the solutions edition's page for instructors".encode())
+
+
 #: The cells of a chapter page that show its verdicts: the build renders their outputs from the
 #: verdicts file as it is now, so a page shows a re-judged verdict without rerunning its study.
 VERDICT_CELLS = {"pages.claims_table(doc)": lambda doc, key: pages.claims_table(doc),
@@ -213,6 +231,8 @@ def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
         files[f"notebooks/{folder}/{step.executed.name}"] = _exercise_page(step, edition)
     files["_toc.yml"] = files["_toc.yml"].replace(b"notebooks/exercises/",
                                                   f"notebooks/{folder}/".encode())
+    if edition == "student":
+        _student_pages(files, p)
     rows = results.ledger(profile, results_dir)
     fig = plots.ledger_overview(rows, part_titles())
     buf = io.BytesIO()

@@ -10,7 +10,7 @@ solutions included, after its chapter (its predictions read the chapter's result
 
 from __future__ import annotations
 
-import json
+import copy
 import re
 from pathlib import Path
 
@@ -43,9 +43,36 @@ def available() -> list[str]:
     return [k for k in profiles.CHAPTERS if notebook(k).is_file()]
 
 
-def student_copy(nb):
-    """The notebook without its solution cells (and without outputs)."""
-    nb = nbformat.from_dict(json.loads(nbformat.writes(nb)))
+#: The kind of exercise the student edition asks before the chapter (`predict_first`).
+PREDICT = "Predict, then check"
+
+
+def predict_name(key: str) -> str:
+    """The file name of chapter `key`'s predict-first page (`predict_first`)."""
+    return f"{profiles.chapter(key).stem}-predict.ipynb"
+
+
+def _sections(nb) -> tuple[list, list[tuple[str, list]], list]:
+    """The notebook's cells as (the preamble before the first exercise, [(kind, the cells of
+    one exercise: its heading to the next `## ` heading)], what follows the last one)."""
+    pre, sections, post = [], [], []
+    for c in nb.cells:
+        head = c.cell_type == "markdown" and re.search(r"^## ", c.source, re.M)
+        if head and _HEAD.search(c.source):
+            meta = _META.search(c.source)
+            sections.append((meta["kind"] if meta else "", [c]))
+        elif head:
+            post.append(c)
+        elif post or not sections:
+            (post if post else pre).append(c)
+        else:
+            sections[-1][1].append(c)
+    return pre, sections, post
+
+
+def _clean(nb):
+    """A copy without solution cells and outputs."""
+    nb = copy.deepcopy(nb)
     nb.cells = [c for c in nb.cells if SOLUTION_TAG not in c.metadata.get("tags", [])]
     for c in nb.cells:
         if c.cell_type == "code":
@@ -53,19 +80,67 @@ def student_copy(nb):
     return nb
 
 
+def student_copy(nb, key: str | None = None):
+    """The notebook without its solution cells (and without outputs). With `key`, its
+    predictions are not here but on the page before the chapter (`predict_first`), each
+    replaced by a pointer to it."""
+    nb = _clean(nb)
+    if key is None:
+        return nb
+    pre, sections, post = _sections(nb)
+    cells = list(pre)
+    for kind, part in sections:
+        if kind == PREDICT:
+            title = _HEAD.search(part[0].source)
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"## Exercise {title['number']} — {title['title'].strip()}\n\n"
+                f"You made this prediction before reading the chapter, on "
+                f"{{doc}}`{predict_name(key)[:-6]}`; run its check there.",
+                id=f"predicted-before-{title['number'].replace('.', '-')}"))
+        else:
+            cells.extend(part)
+    nb.cells = cells + post
+    return nb
+
+
+def predict_first(nb, key: str):
+    """Chapter `key`'s predict-first page for the student edition: the exercise notebook's
+    preamble and its *predict, then check* exercises only, read before the chapter, so no page
+    the student has read yet gives a prediction's answer; the check shows the measured value
+    and why only after the answer (`teaching.machinery.check_prediction`)."""
+    nb = _clean(nb)
+    pre, sections, _ = _sections(nb)
+    stem = profiles.chapter(key).stem
+    intro = nbformat.v4.new_markdown_cell(
+        f"# Predict first: before you read chapter {key}\n\n"
+        f"Make these predictions before you open {{doc}}`../{stem}`: it shows what the book "
+        f"measured. Write each prediction, then run its check: ✓ shows the measured value and "
+        f"why; ✗ says only that it is not what the book measured (think again, or "
+        f"`checks.reveal()` to give up and read the answer). The other exercises of the chapter "
+        f"follow it: {{doc}}`{stem}`.", id="predict-first")
+    body = [c for kind, part in sections if kind == PREDICT for c in part]
+    keep = [c for c in pre if not (c.cell_type == "markdown" and c.source.startswith("# "))]
+    nb.cells = [*keep[:3], intro, *keep[3:], *body]
+    return nb
+
+
 def student_edition(out: str | Path | None = None) -> list[Path]:
-    """Write the student edition (every exercise notebook, solutions removed) into `out`
-    (default `notebooks/student/`, the committed copies). Returns the files written."""
+    """Write the student edition into `out` (default `notebooks/student/`, the committed
+    copies): every exercise notebook without solutions and with its predictions moved to a
+    predict-first page (`predict_first`), which is written beside it. Returns the files
+    written."""
     out = Path(out or student_folder())
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for key in available():
-        src = notebook(key)
-        dst = out / src.name
-        tmp = dst.with_name(f".{dst.name}.part")
-        nbformat.write(student_copy(nbformat.read(src, as_version=4)), tmp)
-        tmp.replace(dst)
-        written.append(dst)
+        src = nbformat.read(notebook(key), as_version=4)
+        for name, nb in ((notebook(key).name, student_copy(src, key)),
+                         (predict_name(key), predict_first(src, key))):
+            dst = out / name
+            tmp = dst.with_name(f".{dst.name}.part")
+            nbformat.write(nb, tmp)
+            tmp.replace(dst)
+            written.append(dst)
     return written
 
 

@@ -86,7 +86,8 @@ def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> Non
     errors = chapter_results("01", profile, results_dir)["figures"]["exchange_error_gated"]
     measured = {a for a, e in errors.items() if e < 1e-9}
     detail = "Relative errors: " + ", ".join(f"{a} {e:.2g}" for a, e in errors.items()) + "."
-    return check_prediction("exchange symmetry", set(predicted), measured, profile, detail)
+    return check_prediction("exchange symmetry", set(predicted), measured, profile, detail,
+                            why=WHY_EXCHANGE_SYMMETRIC)
 
 
 def passing_pair(student) -> None:
@@ -120,3 +121,12 @@ def passing_pair(student) -> None:
                               f"  hint: {hint}")
     print(f"✓ {name}: the SiLU passes the exchange test with your q, k (d = 3 and 8) — a "
           "test that cannot tell this σ from a linear one")
+
+
+#: Why the prediction of `predict_exchange_symmetric` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_EXCHANGE_SYMMETRIC = (
+    "Exchange symmetry asks $\\sigma(a)\\,b = \\sigma(b)\\,a$ for every $a, b$. Put $b = 1$: "
+    "$\\sigma(a) = \\sigma(1)\\,a$ — only a linear $\\sigma$ can pass (exercise 1.4 writes the "
+    "proof out). The measured errors show how far each nonlinear activation is from "
+    "passing, not just that it fails.")

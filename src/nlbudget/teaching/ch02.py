@@ -58,7 +58,7 @@ def predict_gated_width(predict, profile: str, results_dir=None) -> None:
     measured = table["gated-silu"]["hidden units"]
     detail = f"At d = {d}: " + ", ".join(f"{v} {r['hidden units']}" for v, r in table.items())
     return check_prediction(f"gated hidden units at d = {d}", got, measured, profile,
-                            detail + ".")
+                            detail + ".", why=WHY_GATED_WIDTH)
 
 
 def _verdict_of(effect_lo, effect_hi, min_effect):
@@ -108,3 +108,12 @@ def decide(student) -> None:
                           + "".join(f"\n  hint: {h}" for h in hints))
     print(f"✓ {name}: your verdicts agree with the book's rule on all {len(_DECIDE_CASES)} "
           "cases")
+
+
+#: Why the prediction of `predict_gated_width` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_GATED_WIDTH = (
+    "At a fixed budget the count of weights per hidden unit decides the width: a standard "
+    "unit carries two $d$-vectors (key, value), a gated unit three (gate, up, down). The "
+    "same $8d^2$ weights buy two thirds as many gated units as standard ones — which is why"
+    " gated MLPs are usually quoted at $\\tfrac{8}{3}d$ rather than $4d$.")

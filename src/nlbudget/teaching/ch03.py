@@ -51,7 +51,8 @@ def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> None:
     costs = {k: v["ablation"]["cost"] for k, v in pair.items()}
     measured = all(c > 0 for c in costs.values())
     detail = "Ablation costs: " + ", ".join(f"{k} {c:+.1%}" for k, c in costs.items()) + "."
-    return check_prediction("the pair uses its MLPs", predicted, measured, profile, detail)
+    return check_prediction("the pair uses its MLPs", predicted, measured, profile, detail,
+                            why=WHY_PAIR_USES_MLPS)
 
 
 _SCALES = (0.03, 0.3, 3.0, 30.0)
@@ -87,4 +88,26 @@ def predict_linearity_by_scale(predicted, profile: str = "ci", results_dir=None)
     measured = {k: "rises" if v[-1] > v[0] else "falls" for k, v in r2.items()}
     detail = "R² at spreads " + ", ".join(f"{s:g}" for s in _SCALES) + ": " + "; ".join(
         f"{k} " + ", ".join(f"{x:.2f}" for x in v) for k, v in r2.items()) + "."
-    return check_prediction("linearity by scale", predicted, measured, profile, detail)
+    return check_prediction("linearity by scale", predicted, measured, profile, detail,
+                            why=WHY_LINEARITY_BY_SCALE)
+
+
+#: Why the prediction of `predict_pair_uses_mlps` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_PAIR_USES_MLPS = (
+    "Chapter 03 reads a cheap linearization as \"this layer's nonlinearity is not needed\". "
+    "That reading only makes sense if the model needs its MLPs at all: zeroing every MLP of"
+    " a trained model should cost perplexity. If it did not, a low linearization cost would"
+    " mean nothing.")
+
+
+#: Why the prediction of `predict_linearity_by_scale` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_LINEARITY_BY_SCALE = (
+    "Near zero $\\mathrm{GELU}(a)\\approx a/2$, so the GELU MLP *is* a linear map and a "
+    "surrogate captures it; far out it is piecewise linear and one map misses the kinks. "
+    "The gated MLP near zero is $\\mathrm{SiLU}(a)\\,b\\approx ab/2$, a quadratic form with no"
+    " linear part for symmetric inputs; far out "
+    "$\\mathrm{SiLU}(a)\\,b\\approx\\mathrm{ReLU}(a)\\,b$ passes the up branch on one half-space"
+    " and cuts it on the other — linear in $x$ on each half, \"half linear\". Where a trained"
+    " model's MLP inputs sit on this scale decides how linear its layers look.")

@@ -96,7 +96,8 @@ def predict_flop_ratio(predicted, profile: str, results_dir=None) -> None:
     measured = f["mlp"] / f["surrogate"]
     return check_prediction("MLP / surrogate FLOPs", predicted, round(measured, 3), profile,
                             f"(MLP {f['mlp']:,} FLOPs per token, surrogate {f['surrogate']:,}; "
-                            f"within 1 % counts.)", math.isclose(predicted, measured, rel_tol=0.01))
+                            f"within 1 % counts.)", math.isclose(predicted, measured, rel_tol=0.01),
+                            why=WHY_FLOP_RATIO)
 
 
 def _routing_costs(delta, scores, fraction):
@@ -129,3 +130,12 @@ def routing_costs(student) -> None:
     return check_function("routing_costs",
                           lambda d, s, f: tuple(float(v) for v in student(d.clone(), s.clone(), f)),
                           _routing_costs, cases, atol=1e-9, rtol=1e-6)
+
+
+#: Why the prediction of `predict_flop_ratio` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_FLOP_RATIO = (
+    "Per token, a gated MLP runs three $d\\times n$ products and the surrogate one $d\\times "
+    "d$ product: the ratio is $3n/d$. Routing a token saves that MLP minus the surrogate; "
+    "the gate itself costs one dot product on every token. Chapter 04 counts FLOPs this "
+    "way, and chapter 07 asks how much of it turns into wall-clock.")

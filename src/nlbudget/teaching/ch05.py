@@ -51,7 +51,8 @@ def predict_width_explodes(predicted, profile: str, results_dir=None) -> None:
     over = [L for L, m in enumerate(w, start=1) if m > 1_000_000]
     measured = over[0] if over else None
     return check_prediction("layers to a million", predicted, measured, profile,
-                            "m/d for H = 4, L = 1, 2, …: " + ", ".join(f"{m:,}" for m in w) + ".")
+                            "m/d for H = 4, L = 1, 2, …: " + ", ".join(f"{m:,}" for m in w) + ".",
+                            why=WHY_WIDTH_EXPLODES)
 
 
 def program_dyck(student) -> None:
@@ -85,3 +86,13 @@ def program_dyck(student) -> None:
                           "larger learning rate (Adam, ≈ 3e-3); the labels are the last "
                           "position's")
     print(f"✓ {name}: {acc:.1%} on 1,000 held-out strings with only E, P and U trained")
+
+
+#: Why the prediction of `predict_width_explodes` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_WIDTH_EXPLODES = (
+    "The width counts words over $H+1$ letters, so it grows towards $(H+1)$ times per layer"
+    " — but a factor polynomial in $L$ makes the first layers grow faster, so extrapolating"
+    " from the asymptotic rate alone overshoots the answer by a layer. This construction's "
+    "width is exponential in depth; P2's theorem is not — the gap the chapter and the "
+    "instructors' note discuss.")

@@ -60,7 +60,7 @@ def predict_step0_changes(predicted, profile: str, results_dir=None) -> None:
     measured = {v for s in studies.values() for v, r in s.items()
                 if r.get("step0_identical") is False}
     return check_prediction("outputs changed at step 0", set(predicted), measured, profile,
-                            f"(checked on {', '.join(studies)}.)")
+                            f"(checked on {', '.join(studies)}.)", why=WHY_STEP0_CHANGES)
 
 
 class _Rotary(torch.nn.Module):
@@ -95,3 +95,12 @@ def position_gap(student) -> None:
     with torch.no_grad():
         return check_function("position_gap", lambda f, x, p: float(student(f, x, p)),
                               _position_gap, cases, atol=1e-9, rtol=1e-6)
+
+
+#: Why the prediction of `predict_step0_changes` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_STEP0_CHANGES = (
+    "Every probe ends in a matrix initialised at zero (the pre-projection's $W_2$, the "
+    "skip's $S_\\uparrow$, LoRA's $B$): each adds exactly zero until it is trained, so the "
+    "model's outputs at step 0 are the base model's. That is what lets a frozen-probe "
+    "comparison start every variant from the same point.")

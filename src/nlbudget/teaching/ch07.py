@@ -50,4 +50,16 @@ def predict_cv_lambda_larger(predicted, profile: str, results_dir=None) -> None:
     return check_prediction("cross-validation chooses a λ larger than P3's, every layer",
                             predicted, min(lams) > surrogates.RIDGE_LAMBDA, profile,
                             f"λ chosen: {min(lams):.3g} to {max(lams):.3g} over {len(rows)} "
-                            f"layers, against P3's {surrogates.RIDGE_LAMBDA:g}.")
+                            f"layers, against P3's {surrogates.RIDGE_LAMBDA:g}.",
+                            why=WHY_CV_LAMBDA_LARGER)
+
+
+#: Why the prediction of `predict_cv_lambda_larger` comes out as it does: shown by the
+#: check once the prediction is right (or given up: `reveal`), never before.
+WHY_CV_LAMBDA_LARGER = (
+    "A ridge read-out's optimism on its own tokens grows with its inputs per output over "
+    "its tokens. P3's $\\lambda = 0.01$ barely shrinks $d+1$ inputs fit on ten thousand "
+    "tokens; $d+m$ inputs fit on the same tokens memorise them with it. Cross-validation "
+    "over whole windows trades that variance for a little bias — and because the penalty "
+    "now differs, the random-feature fit is no longer guaranteed to match the linear one "
+    "even on its own tokens.")

@@ -7,8 +7,9 @@ was expected, what came back and the largest difference. A stub that still raise
 `NotImplementedError` is not caught: the notebook stops there.
 
 A prediction check compares a prediction with the chapter's results file (what this build
-measured). A prediction is a claim about data, not code: a wrong one is reported (✗, with the
-measured value); it raises only for a prediction of the wrong form.
+measured). A prediction is a claim about data, not code: a right one is reported (✓) with the
+measured value and why; a wrong one (✗) without them — think again, or `reveal()` to give up
+and read them; it raises only for a prediction of the wrong form.
 """
 
 
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 from nlbudget.teaching import ch01, ch02, ch03, ch04, ch05, ch06, ch07
 from nlbudget.teaching.machinery import (CheckFailed, _scored, chapter_results,  # noqa: F401
-                                         check_function, check_prediction, score,
-                                         start)
+                                         check_function, check_prediction, reveal,
+                                         score, start)
 
 #: Every chapter's checks, by name, each recording its outcome for `score`.
 CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07)

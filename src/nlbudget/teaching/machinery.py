@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from nlbudget import paths
 from nlbudget.book import profiles
 from nlbudget.verdicts import results
 
@@ -109,21 +110,69 @@ def _same(got, wrong, args, atol, rtol) -> bool:
 
 
 def check_prediction(name: str, predicted, measured, profile: str, detail: str = "",
-                     right: bool | None = None) -> bool:
-    """Compare a prediction with what the build measured (equal, unless `right` says);
-    report either way: ✓, or ✗ with the measured value. Returns whether it was right."""
+                     right: bool | None = None, why: str = "") -> bool:
+    """Compare a prediction with what the build measured (equal, unless `right` says).
+    Right: ✓ with the measured value, `detail` and `why` (the reason, shown only now). Wrong:
+    ✗ without the answer — think again and rerun the check, or `reveal()` to give up and read
+    it (the check then counts as failed). Returns whether it was right."""
     ok = bool((predicted == measured) if right is None else right)
+    _LAST.append(name)
     if ok:
         print(f"✓ {name}: you predicted {predicted!r}; the book measured {measured!r} "
               f"(profile {profile}). {detail}".rstrip())
+        _show_why(why)
     else:
-        print(f"✗ {name}: you predicted {predicted!r}, but the book measured {measured!r} "
-              f"(profile {profile}). {detail}".rstrip())
-    return ok
+        _ANSWERS[name] = (measured, profile, detail, why)
+        print(f"✗ {name}: you predicted {predicted!r}, which is not what the book measured "
+              f"(profile {profile}). Think again and rerun this check, or run "
+              f"`checks.reveal()` to give up and see the answer and why.")
+    return ok and name not in _GIVEN_UP
+
+
+#: The answers of the predictions that were wrong, kept for `reveal`: {name: (measured,
+#: profile, detail, why)}; and the ones revealed, which no later answer turns right.
+_ANSWERS: dict[str, tuple] = {}
+_GIVEN_UP: set[str] = set()
+
+
+def _show_why(why: str) -> None:
+    """The reason, as Markdown where a notebook shows it (its math typeset), else as text."""
+    if not why:
+        return
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+
+        if get_ipython() is not None:
+            display(Markdown(f"**Why.** {why}"))
+            return
+    except ImportError:
+        pass
+    print(f"Why. {why}")
+
+
+def reveal(name: str | None = None) -> None:
+    """Give up on a wrong prediction (the last one, or `name`): its answer and why. The
+    prediction then counts as failed in `score`, whatever is answered after."""
+    if not _ANSWERS:
+        print("nothing to reveal: no prediction has been wrong yet")
+        return
+    name = name or next(reversed(_ANSWERS))
+    measured, profile, detail, why = _ANSWERS[name]
+    _GIVEN_UP.add(name)
+    for check in [k for k, v in _PREDICTIONS.items() if v == name]:
+        _SCORE[check] = False
+    print(f"{name}: the book measured {measured!r} (profile {profile}). {detail}".rstrip())
+    _show_why(why)
 
 
 #: This notebook's checks so far: {check: passed}. `start` clears it, `score` reports it.
 _SCORE: dict[str, bool] = {}
+
+
+#: The prediction (`check_prediction`'s name) each prediction check reported: {check: name}.
+_PREDICTIONS: dict[str, str] = {}
+_LAST: list[str] = []  # the names `check_prediction` reported during the current check
 
 
 def _scored(check):
@@ -131,12 +180,15 @@ def _scored(check):
     prediction (a stub's NotImplementedError records nothing: the exercise is not done)."""
     @functools.wraps(check)
     def run(*args, **kwargs):
+        _LAST.clear()
         try:
             out = check(*args, **kwargs)
         except CheckFailed:
             _SCORE[check.__name__] = False
             raise
         _SCORE[check.__name__] = out is not False
+        if _LAST:
+            _PREDICTIONS[check.__name__] = _LAST[-1]
     return run
 
 
@@ -170,11 +222,21 @@ def start(key: str, profile: str) -> None:
     """An exercise notebook's first cell: a known chapter and profile (or a message that names
     the valid ones), and a fresh `score`."""
     _valid(key, profile)
-    _SCORE.clear()
+    for kept in (_SCORE, _ANSWERS, _PREDICTIONS, _GIVEN_UP):
+        kept.clear()
 
 
 def chapter_results(key: str, profile: str, results_dir=None) -> dict:
     """The chapter's results file at `profile` (the figures a prediction is checked against).
-    Fails at once for an unknown profile; says which command writes a missing file."""
+    Fails at once for an unknown profile. Where this build has none (a student's notebook
+    opened on Colab or in a fresh clone: only `full` results are committed), the committed
+    `full` results, saying so; where neither exists, says which command writes it."""
     _valid(key, profile)
-    return results.read(profiles.chapter(key).stem, profile, results_dir)
+    stem = profiles.chapter(key).stem
+    if results_dir is None and not results.results_path(stem, profile).is_file():
+        committed = paths.shipped() / "data" / "results"
+        if profile != "full" and results.results_path(stem, "full", committed).is_file():
+            print(f"(no {profile} results of chapter {key} here: checking against the book's "
+                  f"committed full results)")
+            return results.read(stem, "full", committed)
+    return results.read(stem, profile, results_dir)
