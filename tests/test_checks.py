@@ -34,8 +34,9 @@ WRONG_FUNCTIONS = {
     ],
     "exchange_error": [
         lambda x, Q, K, V, act: 0.0,
-        lambda x, Q, K, V, act: float(((ACT[act](x @ Q.T) * (x @ K.T))
-                                       - (ACT[act](x @ K.T) * (x @ Q.T))).norm()),  # absolute
+        lambda x, Q, K, V, act: float((((ACT[act](x @ Q.T) * (x @ K.T))
+                                        - (ACT[act](x @ K.T) * (x @ Q.T))) @ V.T).norm()),
+        # absolute: not divided by ‖f(x)‖
     ],
     "hidden_width": [
         lambda v, d, b: 0,
@@ -432,7 +433,14 @@ HINTED = {("gated_mlp", 1): "σ is on the wrong branch", ("symmetric_mlp", 1): "
           ("delta_labels", 1): "25th", ("auc", 1): "counts ½",
           ("causal_softmax", 0): "mask the future", ("causal_softmax", 1): "transposed",
           ("threshold_for_fraction", 1): "*below*",
-          ("lora_rank", 0): "not the probe's width k", ("lora_rank", 1): "do not round up"}
+          ("lora_rank", 0): "not the probe's width k", ("lora_rank", 1): "do not round up",
+          ("passing_pair", 1): "the same direction, another length",
+          ("passing_pair", 2): "the opposite direction",
+          ("exchange_error", 1): "divide by ‖f(x)‖", ("width", 1): "a path may skip a layer",
+          ("probe_params", 1): "the weights alone",
+          ("random_feature_map", 1): "start with x itself",
+          ("random_feature_map", 2): "centre x first",
+          ("spearman", 1): "Pearson's r of the values"}
 
 
 @pytest.mark.parametrize("name,i", sorted(HINTED))
@@ -459,3 +467,12 @@ def test_a_student_notebook_without_results_checks_against_the_committed_ones(
     assert "committed full results" in capsys.readouterr().out
     with pytest.raises(FileNotFoundError):  # an explicit folder is taken at its word
         checks.chapter_results("02", "ci", tmp_path)
+
+
+def test_a_width_one_unit_off_counts(fake_results, capsys):
+    """Exercise 2.3: 8d²/3d is rarely whole; rounded down (8 * d // 3) or up, it is right."""
+    for got in (199, 200, 201):
+        checks.predict_gated_width(lambda d, g=got: g, "smoke", fake_results)
+        assert capsys.readouterr().out.startswith("✓"), got
+    checks.predict_gated_width(lambda d: 198, "smoke", fake_results)
+    assert capsys.readouterr().out.startswith("✗")

@@ -74,7 +74,22 @@ def exchange_error(student) -> None:
     def stu(act, d, n, s, x):
         _, Q, K, V = _qkv(bilinear.GatedMLP, act, d, n, s)
         return float(student(x, Q, K, V, act))
-    return check_function("exchange_error", stu, ref, _qkv_cases(), atol=1e-9, rtol=1e-6)
+    @torch.no_grad()
+    def absolute(act, d, n, s, x):
+        m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
+        return float((m(x) - bilinear.exchanged(m)(x)).norm())
+
+    @torch.no_grad()
+    def over_exchanged(act, d, n, s, x):
+        m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
+        e = bilinear.exchanged(m)
+        return float((m(x) - e(x)).norm() / e(x).norm())
+    hints = [(absolute, "that is ‖f(x) − f'(x)‖ itself: divide by ‖f(x)‖, so the error does not "
+                        "grow with the scale of x"),
+             (over_exchanged, "divide by ‖f(x)‖, the original's output, not the exchanged "
+                              "copy's")]
+    return check_function("exchange_error", stu, ref, _qkv_cases(), atol=1e-9, rtol=1e-6,
+                          hints=hints)
 
 
 def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> None:
@@ -110,8 +125,12 @@ def passing_pair(student) -> None:
                 hint = ("with q or k zero both sides are σ(0)·0 = 0: the test then compares "
                         "nothing. Find nonzero q and k")
             elif abs(float(torch.nn.functional.cosine_similarity(q, k, dim=0))) > 1 - 1e-9:
-                hint = ("q and k point the same way, but with different lengths: σ(c·a)·a and "
-                        "σ(a)·c·a differ unless σ is linear — which multiple c is left?")
+                c = float(k @ q / (q @ q))
+                hint = (f"k is a multiple of q, k = c·q with c = {c:.3g} ("
+                        + ("the same direction, another length" if c > 0 else
+                           "the opposite direction") + "): then σ(a)·c·a = σ(c·a)·a must hold "
+                        "for every a, which the SiLU (not odd, not linear) satisfies only at "
+                        "one c — which?")
             else:
                 hint = ("σ(a)b = σ(b)a for all a, b only holds for linear σ (exercise 1.4's "
                         "proof); with the SiLU it can only hold when a = b for every x")

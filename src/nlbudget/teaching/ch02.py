@@ -57,8 +57,10 @@ def predict_gated_width(predict, profile: str, results_dir=None) -> None:
     table = doc["figures"]["param_table"]
     measured = table["gated-silu"]["hidden units"]
     detail = f"At d = {d}: " + ", ".join(f"{v} {r['hidden units']}" for v, r in table.items())
+    # 8d²/3d units is rarely a whole number: rounded up or down, it is the same answer
     return check_prediction(f"gated hidden units at d = {d}", got, measured, profile,
-                            detail + ".", why=WHY_GATED_WIDTH)
+                            detail + " (one unit either way counts: 8d²/3d is rarely whole).",
+                            abs(got - measured) <= 1, why=WHY_GATED_WIDTH)
 
 
 def _verdict_of(effect_lo, effect_hi, min_effect):

@@ -108,6 +108,8 @@ WHY_LINEARITY_BY_SCALE = (
     "surrogate captures it; far out it is piecewise linear and one map misses the kinks. "
     "The gated MLP near zero is $\\mathrm{SiLU}(a)\\,b\\approx ab/2$, a quadratic form with no"
     " linear part for symmetric inputs; far out "
-    "$\\mathrm{SiLU}(a)\\,b\\approx\\mathrm{ReLU}(a)\\,b$ passes the up branch on one half-space"
-    " and cuts it on the other — linear in $x$ on each half, \"half linear\". Where a trained"
+    "$\\mathrm{SiLU}(a)\\,b\\approx\\mathrm{ReLU}(a)\\,b = \\tfrac12 ab + \\tfrac12 |a|\\,b$: "
+    "still quadratic in $x$, linear on neither half-space; its even part $\\tfrac12 ab$ has no "
+    "linear projection for symmetric inputs, but its odd part $\\tfrac12|a|\\,b$ has one, "
+    "which a linear map catches: that odd part is what \"half linear\" means. Where a trained"
     " model's MLP inputs sit on this scale decides how linear its layers look.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from nlbudget import tasks, universal
@@ -23,14 +25,31 @@ def causal_softmax(student) -> None:
                           universal.causal_softmax, cases, atol=1e-9, rtol=1e-9, hints=hints)
 
 
+def _width_without_splits(H, L, d, residual):
+    """Exercise 5.2's known mistake: the blocks counted without each word's k + 1 splits."""
+    return d * sum((1 if t == L else 2 * H)
+                   * (sum(math.comb(t, k) * H ** k for k in range(t + 1)) if residual else H ** t)
+                   for t in range(L + 1))
+
+
 def width(student) -> None:
     """Exercise 5.2: the width m of the sparse universal transformer (Theorem 3.1's
     construction, as the book builds it)."""
     cases = [(f"H = {H}, L = {L}, d = {d}, residual = {r}", (H, L, d, r))
              for H, L, d in ((1, 1, 3), (2, 2, 4), (4, 3, 2), (3, 4, 1), (1, 5, 6))
              for r in (True, False)]
+    hints = [(lambda H, L, d, r: universal.width(H, L, d, False),
+              "with residual = True a path may skip a layer: words with fewer value factors "
+              "than layers count too"),
+             (lambda H, L, d, r: universal.width(H, L, d, True),
+              "with residual = False there is no path that skips a layer: only words with a "
+              "value factor from every layer survive"),
+             (lambda H, L, d, r: universal.width(H, L, d, r) // d,
+              "that is the number of blocks: each block is d dimensions wide"),
+             (_width_without_splits,
+              "a word with k value factors has k + 1 places to split it (the (k + 1) factor)")]
     return check_function("width", lambda *a: int(student(*a)), universal.width, cases,
-                          atol=0, rtol=0)
+                          atol=0, rtol=0, hints=hints)
 
 
 def is_balanced(student) -> None:

@@ -20,8 +20,15 @@ def probe_params(student) -> None:
     """Exercise 6.1 (a): trainable parameters of one layer's pre-projection of hidden width k
     plus its content skip of rank k, at model width d."""
     cases = [(f"d = {d}, k = {k}", (d, k)) for d, k in ((576, 16), (96, 8), (768, 1), (10, 10))]
+    hints = [(lambda d, k: sum(p.numel() for p in preprojection.PreProjection(d, k).parameters()),
+              "that is the pre-projection alone: the content skip (its two maps and its gate's "
+              "logit) counts too"),
+             (lambda d, k: 4 * d * k, "the weights alone: the pre-projection's two biases (k and "
+                                      "d) and the skip's gate logit count too"),
+             (lambda d, k: _probe_params(d, k) - 1, "one short: the content skip's gate has one "
+                                                    "trainable logit")]
     return check_function("probe_params", lambda d, k: int(student(d, k)), _probe_params, cases,
-                          atol=0, rtol=0)
+                          atol=0, rtol=0, hints=hints)
 
 
 def _lora_rank(d, k, shapes):
@@ -88,7 +95,7 @@ def position_gap(student) -> None:
     pre = preprojection.PreProjection(8, 16).double()
     with torch.no_grad():
         torch.nn.init.normal_(pre.down.weight, std=0.3, generator=_gen(7))
-    maps = {"a trained pre-projection": pre, "a rotary map": _Rotary()}
+    maps = {"a pre-projection with random weights": pre, "a rotary map": _Rotary()}
     cases = [(f"{k}, permutation seed {s}", (f, _randn(2, 6, 8, seed=s),
                                              torch.randperm(6, generator=_gen(s))))
              for k, f in maps.items() for s in (0, 1)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch.nn import functional as F
 
 from nlbudget import random_features, surrogates
 from nlbudget.teaching.machinery import (CheckFailed, _randn, chapter_results, check_function,
@@ -23,8 +24,15 @@ def random_feature_map(student) -> None:
                                                      dtype=x.dtype), torch.zeros(1))
         return random_features.RandomFeatureSurrogate(A, mu, sd, c, lin).features(x)
     cases = [(f"x of shape (9, 5), width 7, seed {s}", _rf_case(s)) for s in range(3)]
+    hints = [(lambda x, A, mu, sd, c: ref(x, A, mu, sd, c)[:, x.shape[1]:],
+              "the features start with x itself: [x, σ(…)], so the linear surrogate is nested "
+              "in the lens"),
+             (lambda x, A, mu, sd, c: torch.cat([x, F.silu(x @ A / sd + c)], 1),
+              "centre x first: (x − μ)A / s"),
+             (lambda x, A, mu, sd, c: torch.cat([x, F.silu((x - mu) @ A + c)], 1),
+              "divide by s, each unit's spread, so every unit sits in σ's curved range")]
     return check_function("random feature map", lambda *a: student(*(t.clone() for t in a)),
-                          ref, cases)
+                          ref, cases, hints=hints)
 
 
 def spearman(student) -> None:
@@ -35,9 +43,11 @@ def spearman(student) -> None:
     for s, n in enumerate((30, 12, 5)):
         x, y = _randn(n, seed=60 + s), _randn(n, seed=65 + s)
         cases.append((f"{n} layers, seed {s}", (x, y + (0.5 * s) * x)))
+    hints = [(lambda x, y: float(sps.pearsonr(x.numpy(), y.numpy()).statistic),
+              "that is Pearson's r of the values: Spearman's ρ is Pearson's r of their ranks")]
     return check_function("Spearman ρ", lambda x, y: float(student(x.numpy(), y.numpy())),
                           lambda x, y: float(sps.spearmanr(x.numpy(), y.numpy()).statistic),
-                          cases, atol=1e-9, rtol=1e-9)
+                          cases, atol=1e-9, rtol=1e-9, hints=hints)
 
 
 def predict_cv_lambda_larger(predicted, profile: str, results_dir=None) -> None:
