@@ -109,6 +109,9 @@ def exchange_iff_linear() -> Identity:
     """σ(a)·b = σ(b)·a for all a, b  ⇔  σ(z) = c·z.
 
     (⇒) put b = 1: σ(a) = σ(1)·a, so c = σ(1).  (⇐) c·a·b − c·b·a = 0.
+    What sympy does is the algebra of each step: it solves the instance b = 1 for σ(a), and
+    simplifies the converse to 0. Taking that instance of "for all a, b" is logic, the
+    reader's step (sympy does not reason about quantifiers); `holds` says the algebra checks.
     """
     condition = sp.Eq(sigma(a) * b, sigma(b) * a)
     at_b1 = condition.subs(b, 1)  # sympy: sigma(a) = a*sigma(1)
@@ -117,8 +120,9 @@ def exchange_iff_linear() -> Identity:
     linear = ACTIVATIONS["linear"]
     backward = _is_zero(linear.subs(z, a) * b - linear.subs(z, b) * a)
     steps = [
-        ("for all a, b", sp.latex(condition)),
-        ("put b = 1", sp.latex(sp.Eq(sigma(a), solved[0]))),
+        ("for all a, b (the claim)", sp.latex(condition)),
+        ("so at b = 1 (the reader's step); sympy solves it", sp.latex(sp.Eq(sigma(a),
+                                                                              solved[0]))),
         ("so with c = σ(1)", r"\sigma(z) = c\,z"),
         ("conversely", r"c\,a\,b - c\,b\,a = 0 \quad (\text{sympy: }"
          + sp.latex(sp.simplify(linear.subs(z, a) * b - linear.subs(z, b) * a)) + ")"),

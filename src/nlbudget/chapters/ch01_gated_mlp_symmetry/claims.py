@@ -60,7 +60,8 @@ def claim_exchange_iff_linear(F, S) -> Claim:
     return _derived(
         "P1.exchange-iff-linear", F, ["exchange"], {"linear gate invariant": e["linear"] < ZERO},
         {"nonlinear gates change": broken > BROKEN},
-        f"proved with sympy: {F['proofs']['exchange']}; exchange changes a linear-gate MLP by "
+        f"every algebraic step checked by sympy (the instance b = 1 of the claim is the "
+        f"reader's step): {F['proofs']['exchange']}; exchange changes a linear-gate MLP by "
         f"{e['linear']:.1e}, a ReLU/GELU/SiLU one by ≥ {broken:.2g}")
 
 
