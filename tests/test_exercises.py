@@ -9,6 +9,7 @@ import papermill as pm
 import pytest
 
 from nlbudget.teaching import checks
+from nlbudget import paths
 from nlbudget.book import exercises, launch, plan, profiles
 
 KEYS = exercises.available()
@@ -185,3 +186,35 @@ def test_a_solution_that_prints_a_cross_fails_the_build_at_smoke_and_ci(tmp_path
         runner.run_exercises("01", "ci", tmp_path, tmp_path)
     assert not (tmp_path / "ci" / "x.ipynb").exists()  # no executed copy to serve
     assert runner.run_exercises("01", "full", tmp_path, tmp_path).is_file()  # said, not fatal
+
+
+def _meetings() -> dict[str, str]:
+    """{chapter key: its meeting's section} of the instructors' page."""
+    text = (paths.repo_root() / "book" / "instructors.md").read_text()
+    parts = re.split(r"^## Meeting \d+ — ", text, flags=re.M)[1:]
+    return {re.search(r"\(chapter (\d\d)\)", p.splitlines()[0]).group(1): p for p in parts}
+
+
+def test_every_agenda_fits_its_minutes_and_its_exercises():
+    """Each meeting's agenda adds up to 90 minutes; every exercise of its chapter is on it once,
+    in a row at least as long as the exercises' boxes; discussion, stretch and their answer
+    key are there — for every chapter, the seventh included."""
+    from nlbudget.book import build
+
+    meetings = _meetings()
+    assert list(meetings) == [k for k, _ in build.MEETINGS] == KEYS
+    for key, text in meetings.items():
+        boxes = {e["number"]: e["minutes"] for e in exercises.catalogue(key)}
+        rows = re.findall(r"^\| (\d+) \| (.+) \|$", text, re.M)
+        assert sum(int(m) for m, _ in rows) == 90, key
+        seen = []
+        for minutes, activity in rows:
+            named = []
+            for a, b in re.findall(r"(\d\.\d)(?:–(\d\.\d))?", activity):
+                lo, hi = a, b or a
+                named += [n for n in boxes if lo <= n <= hi]
+            seen += named
+            assert int(minutes) >= sum(boxes[n] for n in named), (key, activity)
+        assert sorted(seen) == sorted(boxes), (key, seen)
+        for part in ("*Discussion.*", "*Stretch.*", "{admonition} Answer key"):
+            assert part in text, (key, part)

@@ -65,13 +65,14 @@ def timings_markdown(profile: str, results_dir: Path | None = None,
     return "\n".join(lines) + "\n"
 
 
-#: The course page's six meetings, in reading order: (chapter key, what the meeting is about).
+#: The course page's seven meetings, in reading order: (chapter key, what the meeting is about).
 MEETINGS = (("01", "what a gated MLP computes, and the symmetries its gate breaks"),
             ("02", "whether breaking the symmetry matters, at one parameter budget"),
             ("03", "how much of each MLP is linear: ridge surrogates and their cost"),
             ("04", "which tokens can skip the MLP: gates, labels, routing, savings"),
             ("05", "programming a frozen transformer through its embedding"),
-            ("06", "a nonlinearity before Q/K/V, against LoRA at the same budget; the ledger"))
+            ("06", "a nonlinearity before Q/K/V, against LoRA at the same budget; the ledger"),
+            ("07", "one model under four lenses, and what a perplexity budget buys"))
 
 
 def course_plan_markdown(profile: str, results_dir: Path | None = None) -> str:
