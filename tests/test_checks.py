@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import rankdata
 
-from nlbudget import bilinear
+from nlbudget import bilinear, surrogates
 from nlbudget.teaching import ch02 as teaching_ch02
 from nlbudget.teaching import ch03 as teaching_ch03
 from nlbudget.teaching import ch06 as teaching_ch06
@@ -131,6 +131,11 @@ WRONG_FUNCTIONS = {
         lambda x, y: float(torch.corrcoef(torch.stack([torch.as_tensor(x),
                                                          torch.as_tensor(y)]))[0, 1]),  # Pearson
     ],
+    "keep_first_fit": [
+        lambda X, Y: (lambda x: torch.zeros_like(x)),
+        lambda X, Y: surrogates.fit_ridge(X.reshape(-1, X.shape[-1]), Y.reshape(-1, Y.shape[-1]),
+                                          dtype=torch.float64),  # position 0 fit too
+    ],
 }
 
 
@@ -223,6 +228,15 @@ def _program_full_batch(model, ids, labels):
 
 
 #: Correct answers other than the library's own: a check must accept them too.
+def _lstsq_keep_first(X, Y):
+    """Exercise 3.4 another way: least squares with a bias column, no ridge, positions 1 …."""
+    d = X.shape[-1]
+    A = torch.cat([X[:, 1:].reshape(-1, d), torch.ones(X.shape[0] * (X.shape[1] - 1), 1,
+                                                       dtype=X.dtype)], 1)
+    W = torch.linalg.lstsq(A, Y[:, 1:].reshape(-1, d)).solution
+    return lambda x: torch.cat([x, torch.ones(*x.shape[:-1], 1, dtype=x.dtype)], -1) @ W
+
+
 RIGHT_FUNCTIONS = {
     "threshold_for_fraction": [
         # read off the sorted scores: the (k+1)-th largest, k = round(f·n) scores above it
@@ -266,6 +280,7 @@ RIGHT_FUNCTIONS = {
     "random_feature_map": [lambda x, A, mu, s, c: torch.hstack(
         [x, (z := ((x - mu) @ A) / s + c) * torch.sigmoid(z)])],
     "spearman": [lambda x, y: float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])],
+    "keep_first_fit": [_lstsq_keep_first],
     "program_dyck": [_program_full_batch],
 }
 
@@ -302,7 +317,7 @@ def test_every_check_function_is_tested():
     named = {n for n in dir(checks) if not n.startswith("_") and n not in (
         "check_function", "check_prediction", "chapter_results", "start", "score",
         "CheckFailed", "reveal")
-        and callable(getattr(checks, n))
+        and callable(getattr(checks, n)) and not getattr(getattr(checks, n), "is_data", False)
         and getattr(checks, n).__module__ in {m.__name__ for m in checks.CHAPTERS}}
     predictions = {n for n in named if n.startswith("predict_")}
     assert named - predictions == set(WRONG_FUNCTIONS)
@@ -428,6 +443,7 @@ def test_score_counts_what_passed(fake_results, capsys):
 
 
 #: Known wrong answers (from WRONG_FUNCTIONS: check, index) and the hint each must get.
+#: (keep_first_fit's: position 0 in the fit)
 HINTED = {("gated_mlp", 1): "σ is on the wrong branch", ("symmetric_mlp", 1): "the gated form",
           ("token_nll", 1): "predict token t + 1", ("perplexity", 2): "not of the sum",
           ("delta_labels", 1): "25th", ("auc", 1): "counts ½",
@@ -440,7 +456,8 @@ HINTED = {("gated_mlp", 1): "σ is on the wrong branch", ("symmetric_mlp", 1): "
           ("probe_params", 1): "the weights alone",
           ("random_feature_map", 1): "start with x itself",
           ("random_feature_map", 2): "centre x first",
-          ("spearman", 1): "Pearson's r of the values"}
+          ("spearman", 1): "Pearson's r of the values",
+          ("keep_first_fit", 1): "position 0 is in your fit"}
 
 
 @pytest.mark.parametrize("name,i", sorted(HINTED))

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from nlbudget import evaluation, surrogates
-from nlbudget.teaching.machinery import (CheckFailed, _gen, _randn, chapter_results,
+from nlbudget.teaching.machinery import (CheckFailed, _gen, _randn, chapter_results, data,
                                          check_function, check_prediction)
 
 
@@ -41,6 +41,72 @@ def perplexity(student) -> None:
              (lambda n: float(n.double().exp().mean()), "exp of the mean, not the mean of exp")]
     return check_function("perplexity", lambda n: float(student(n)), evaluation.perplexity,
                           cases, atol=1e-9, rtol=1e-9, hints=hints)
+
+
+@data
+def sink_layer(seed: int, windows: int = 24, T: int = 16, d: int = 6, sink: float = 30.0):
+    """Exercise 3.4's layer, with an attention sink as chapter 03 finds in SmolLM2: position 0's
+    inputs are `sink` times larger than the others', and its output another function of them.
+    Returns (X, Y), each (windows, T, d)."""
+    g = _gen(seed)
+    A = torch.randn(d, d, generator=g, dtype=torch.float64) / d ** 0.5
+    B = torch.randn(d, d, generator=g, dtype=torch.float64) / d ** 0.5
+    X = torch.randn(windows, T, d, generator=g, dtype=torch.float64)
+    X[:, 0] *= sink
+    Y = X @ A + 0.3 * torch.tanh(X) @ B
+    Y[:, 0] = 5 * torch.tanh(X[:, 0] @ B)
+    return X, Y
+
+
+def _r2(pred: torch.Tensor, Y: torch.Tensor) -> float:
+    return float(1 - ((Y - pred) ** 2).sum() / ((Y - Y.mean(0)) ** 2).sum())
+
+
+def _held_out_r2(fit, X, Y) -> float:
+    """R² of `fit(X_train, Y_train)` on positions 1 … of the held-out windows (a third)."""
+    n = 2 * X.shape[0] // 3
+    f = fit(X[:n].clone(), Y[:n].clone())
+    Xt, Yt = X[n:, 1:].reshape(-1, X.shape[-1]), Y[n:, 1:].reshape(-1, Y.shape[-1])
+    with torch.no_grad():
+        return _r2(torch.as_tensor(f(Xt.clone())).double().reshape(Yt.shape), Yt)
+
+
+def _fit_rows(X, Y, keep_first: bool):
+    rows = (slice(None), slice(1, None)) if keep_first else (slice(None), slice(None))
+    return surrogates.fit_ridge(X[rows].reshape(-1, X.shape[-1]), Y[rows].reshape(-1, Y.shape[-1]),
+                                dtype=torch.float64)
+
+
+def keep_first_fit(student) -> None:
+    """Exercise 3.4: `student(X, Y)` fits a linear surrogate of a layer from its inputs and
+    outputs X, Y (windows × positions × d) for every position but the first, and returns it (a
+    function of inputs (…, d)). Any fit that predicts the held-out positions 1 … as well as the
+    ridge surrogate does (R² within 0.01) passes; one that lets position 0 in is named."""
+    name = "keep_first_fit"
+    for seed in range(3):
+        X, Y = sink_layer(seed)
+        want = _held_out_r2(lambda a, b: _fit_rows(a, b, True), X, Y)
+        try:
+            got = _held_out_r2(student, X, Y)
+        except NotImplementedError:
+            raise
+        except Exception as e:
+            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} on layer "
+                              f"seed {seed}: {e}") from e
+        if not got >= want - 0.01:
+            plain = _held_out_r2(lambda a, b: _fit_rows(a, b, False), X, Y)
+            hint = ("position 0 is in your fit: its inputs are 30 times larger than the others',"
+                    " so least squares bends to fit it and misses every other position — leave"
+                    " it out (X[:, 1:])" if abs(got - plain) < 0.05 else
+                    "fit Y on X by least squares over the rows of positions 1 … (with a bias, or "
+                    "centred data), and return a function that applies the fit")
+            raise CheckFailed(f"✗ {name}: wrong for layer seed {seed}\n"
+                              f"  what differs: R² on the held-out windows' positions 1 …\n"
+                              f"  expected: at least {want - 0.01:.3f} (the ridge surrogate "
+                              f"fit without position 0: {want:.3f})\n"
+                              f"  got:      {got:.3f}\n  hint: {hint}")
+    print(f"✓ {name}: your surrogate predicts the held-out positions as well as the ridge "
+          "surrogate fit without position 0 (3 layers)")
 
 
 def predict_pair_uses_mlps(predicted, profile: str, results_dir=None) -> None:

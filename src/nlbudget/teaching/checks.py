@@ -26,4 +26,4 @@ for _module in CHAPTERS:
     for _name, _fn in vars(_module).items():
         if (callable(_fn) and getattr(_fn, "__module__", None) == _module.__name__
                 and not _name.startswith("_")):
-            globals()[_name] = _scored(_fn)
+            globals()[_name] = _fn if getattr(_fn, "is_data", False) else _scored(_fn)

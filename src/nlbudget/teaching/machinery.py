@@ -203,6 +203,13 @@ def score() -> tuple[int, int]:
     return passed, len(_SCORE)
 
 
+def data(fn):
+    """Mark a teaching module's function as data an exercise works on, not a check (`checks`
+    exposes it as it is, unscored)."""
+    fn.is_data = True
+    return fn
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
