@@ -14,6 +14,7 @@ from scipy.stats import rankdata
 from nlbudget import bilinear, surrogates
 from nlbudget.teaching import ch02 as teaching_ch02
 from nlbudget.teaching import ch03 as teaching_ch03
+from nlbudget.teaching import ch04 as teaching_ch04
 from nlbudget.teaching import ch06 as teaching_ch06
 from nlbudget.teaching import checks
 from nlbudget.verdicts import claims, stats
@@ -66,9 +67,9 @@ WRONG_FUNCTIONS = {
         lambda s, y: 0.5,
         lambda s, y: float((s[y][:, None] >= s[~y][None, :]).double().mean()),  # ties count 1
     ],
-    "threshold_for_fraction": [
-        lambda s, f: 0.0,
-        lambda s, f: float(torch.quantile(s.double(), f)),  # fraction below, not above
+    "gate_beats_random": [
+        lambda X, y: (lambda x: torch.zeros(x.shape[0], dtype=x.dtype)),  # no gate at all
+        lambda X, y: (lambda x: -teaching_ch04._library_gate(X, y)(x)),  # scores reversed
     ],
     "passing_pair": [
         lambda d: (torch.zeros(d), torch.ones(d)),  # trivially zero: compares nothing
@@ -237,14 +238,15 @@ def _lstsq_keep_first(X, Y):
     return lambda x: torch.cat([x, torch.ones(*x.shape[:-1], 1, dtype=x.dtype)], -1) @ W
 
 
+def _nearest_class_mean_gate(X, labels):
+    """Exercise 4.3 another way: no logistic regression, the direction between the two
+    classes' means (a linear discriminant without the covariance)."""
+    w = X[labels].mean(0) - X[~labels].mean(0)
+    return lambda x: x @ w
+
+
 RIGHT_FUNCTIONS = {
-    "threshold_for_fraction": [
-        # read off the sorted scores: the (k+1)-th largest, k = round(f·n) scores above it
-        lambda s, f: float(s.sort(descending=True).values[round(f * len(s))])
-        if round(f * len(s)) < len(s) else float(s.min()) - 1,
-        # numpy's quantile, another interpolation
-        lambda s, f: float(np.quantile(s.numpy(), 1 - f, method="lower")),
-    ],
+    "gate_beats_random": [_nearest_class_mean_gate],
     "passing_pair": [lambda d: (torch.full((d,), -0.5), torch.full((d,), -0.5)),
                      lambda d: [list(range(1, d + 1))] * 2],
     "decide": [lambda g, s, m: claims.effect(
@@ -297,8 +299,8 @@ def test_function_check_accepts_other_right_answers(name, capsys):
 
 
 def test_a_known_wrong_answer_gets_its_hint():
-    with pytest.raises(checks.CheckFailed, match="fraction \*below\*"):
-        checks.threshold_for_fraction(lambda s, f: float(torch.quantile(s.double(), f)))
+    with pytest.raises(checks.CheckFailed, match="your scores are reversed"):
+        checks.gate_beats_random(WRONG_FUNCTIONS["gate_beats_random"][1])
 
 
 def test_failure_names_the_largest_difference():
@@ -448,7 +450,7 @@ HINTED = {("gated_mlp", 1): "σ is on the wrong branch", ("symmetric_mlp", 1): "
           ("token_nll", 1): "predict token t + 1", ("perplexity", 2): "not of the sum",
           ("delta_labels", 1): "25th", ("auc", 1): "counts ½",
           ("causal_softmax", 0): "mask the future", ("causal_softmax", 1): "transposed",
-          ("threshold_for_fraction", 1): "*below*",
+          ("gate_beats_random", 0): "chance", ("gate_beats_random", 1): "reversed",
           ("lora_rank", 0): "not the probe's width k", ("lora_rank", 1): "do not round up",
           ("passing_pair", 1): "the same direction, another length",
           ("passing_pair", 2): "the opposite direction",

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from nlbudget import evaluation, surrogates
-from nlbudget.teaching.machinery import (CheckFailed, _gen, _randn, chapter_results, data,
+from nlbudget.teaching.machinery import (CheckFailed, _call, _gen, _randn, chapter_results, data,
                                          check_function, check_prediction)
 
 
@@ -86,13 +86,7 @@ def keep_first_fit(student) -> None:
     for seed in range(3):
         X, Y = sink_layer(seed)
         want = _held_out_r2(lambda a, b: _fit_rows(a, b, True), X, Y)
-        try:
-            got = _held_out_r2(student, X, Y)
-        except NotImplementedError:
-            raise
-        except Exception as e:
-            raise CheckFailed(f"✗ {name}: your function raised {type(e).__name__} on layer "
-                              f"seed {seed}: {e}") from e
+        got = _call(name, f"layer seed {seed}", lambda: _held_out_r2(student, X, Y))
         if not got >= want - 0.01:
             plain = _held_out_r2(lambda a, b: _fit_rows(a, b, False), X, Y)
             hint = ("position 0 is in your fit: its inputs are 30 times larger than the others',"

@@ -7,7 +7,7 @@ import math
 import torch
 
 from nlbudget import gating
-from nlbudget.teaching.machinery import (CheckFailed, _call, _gen, _randn, chapter_results,
+from nlbudget.teaching.machinery import (CheckFailed, _call, _gen, _randn, chapter_results, data,
                                          check_function, check_prediction)
 from nlbudget.verdicts import stats
 
@@ -64,27 +64,58 @@ def auc(student) -> None:
                           atol=1e-9, rtol=1e-9, hints=[(ties(1.0), hint), (ties(0.0), hint)])
 
 
-def threshold_for_fraction(student) -> None:
-    """Exercise 4.3: the threshold with a given fraction of scores above it. Judged by what
-    the threshold does, not by its value: any t with ⌊f·n⌋ or ⌈f·n⌉ of the n scores above it
-    is right (`torch.quantile`'s interpolation and a threshold read off the sorted scores
-    both are), and the hint names the known wrong ones."""
-    name = "threshold_for_fraction"
-    cases = [(n, f) for n, f in ((100, 0.5), (37, 0.2), (64, 0.9), (10, 0.0))]
-    for n, f in cases:
-        scores = _randn(n, seed=n)
-        t = float(_call(name, f"{n} scores, fraction {f}", student, scores.clone(), f))
-        above = int((scores > t).sum())
-        ok = {math.floor(f * n), math.ceil(f * n)}
-        if above not in ok:
-            hint = ("the fraction *below* your threshold is the one asked for: route where "
-                    "g > t, so take the (1 − f) quantile" if n - above in ok else
-                    "count how many scores lie above your threshold; it should be f·n")
-            raise CheckFailed(f"✗ {name}: wrong for {n} scores, fraction {f}\n"
-                              f"  what differs: how many scores lie above the threshold\n"
-                              f"  expected: {' or '.join(map(str, sorted(ok)))}\n"
-                              f"  got:      {above} (your threshold {t:.4g})\n  hint: {hint}")
-    print(f"✓ {name}: routes the asked fraction on all {len(cases)} seeded cases")
+@data
+def gate_task(seed: int, n: int = 4000, d: int = 64):
+    """Exercise 4.3's tokens, skewed as chapter 04 finds δ: (X_train, δ_train, X_test, δ_test),
+    n tokens each, features X (n, d) of which one direction tells (noisily) which tokens lose
+    a lot when their layer is linear; most tokens lose almost nothing."""
+    g = _gen(seed)
+    w = torch.randn(d, generator=g, dtype=torch.float64)
+    w /= w.norm()
+    X = torch.randn(2 * n, d, generator=g, dtype=torch.float64)
+    z = X @ w + 0.8 * torch.randn(2 * n, generator=g, dtype=torch.float64)
+    delta = torch.where(z > 1.2, 0.5 + z, 0.02 * torch.randn(2 * n, generator=g,
+                                                             dtype=torch.float64))
+    return X[:n], delta[:n], X[n:], delta[n:]
+
+
+def _held_out(fit, seed: int):
+    """A gate trained by `fit(X, labels)` on the training tokens (P3's labels, δ ≤ median),
+    scored on the held-out ones: (AUC, gated loss, random loss)."""
+    Xtr, dtr, Xte, dte = gate_task(seed)
+    score = fit(Xtr.clone(), dtr <= dtr.median())
+    with torch.no_grad():
+        s = torch.as_tensor(score(Xte.clone())).double().flatten()
+    return (stats.auc(s.numpy(), (dte <= dte.median()).numpy()), *_routing_costs(dte, s, 0.5))
+
+
+def _library_gate(X, labels):
+    gate = gating.fit_gate("linear", X.float(), labels, 0)
+    return lambda x: gate.logit(x.float())
+
+
+def gate_beats_random(student) -> None:
+    """Exercise 4.3: `student(X, labels)` trains a gate on the training tokens — labels True
+    where a token is safe to linearize (δ ≤ median, P3's) — and returns its score function
+    (higher: safer). On held-out tokens, any gate whose AUC is within 0.02 of P3's d+1 logistic
+    gate passes; the check then shows what routing half the tokens by it costs against random
+    routing of as many."""
+    name = "gate_beats_random"
+    for seed in range(3):
+        want = _held_out(_library_gate, seed)[0]
+        auc, gated, rnd = _call(name, f"task seed {seed}", lambda: _held_out(student, seed))
+        if not auc >= want - 0.02:
+            hint = ("your scores are reversed: a higher score must mean safer to linearize "
+                    "(the label True)" if auc < 0.5 - 0.02 else
+                    "a held-out AUC near ½ is chance: fit the scores to the training labels "
+                    "(a logistic regression on X is the d+1 gate)")
+            raise CheckFailed(f"✗ {name}: wrong for task seed {seed}\n"
+                              f"  what differs: AUC on held-out tokens\n"
+                              f"  expected: at least {want - 0.02:.3f} (P3's d+1 gate: {want:.3f})"
+                              f"\n  got:      {auc:.3f}\n  hint: {hint}")
+    print(f"✓ {name}: on held-out tokens your gate's AUC is {auc:.3f} (P3's d+1 gate "
+          f"{want:.3f}); routing half the tokens by it adds {gated:.4f} nats per token, random "
+          f"routing of as many {rnd:.4f}: {1 - gated / rnd:.0%} of random routing's loss avoided")
 
 
 def predict_flop_ratio(predicted, profile: str, results_dir=None) -> None:
