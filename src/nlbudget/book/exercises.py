@@ -113,8 +113,8 @@ def predict_first(nb, key: str):
     stem = profiles.chapter(key).stem
     intro = nbformat.v4.new_markdown_cell(
         f"# Predict first: before you read chapter {key}\n\n"
-        f"Make these predictions before you open {{doc}}`../{stem}`: it shows what the book "
-        f"measured. Write each prediction, then run its check: ✓ shows the measured value and "
+        f"Make these predictions before you open {{doc}}`../{stem}`: it shows the measured "
+        f"values. Write each prediction, then run its check: ✓ shows the measured value and "
         f"why; ✗ says only that it is not what the book measured (think again, or "
         f"`checks.reveal()` to give up and read the answer). The other exercises of the chapter "
         f"follow it: {{doc}}`{stem}`.", id="predict-first")
