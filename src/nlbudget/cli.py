@@ -95,7 +95,6 @@ def cmd_run(args) -> int:
     if args.profile in plan.COMMITTED and not args.param:
         # a committed scale: through the plan, which leaves the inputs' record beside the
         # results file (the ledger marks the result stale when they change)
-        _check_profile(args.profile)
         if args.timeout:  # the plan's runs (here, or in a subprocess) read it
             os.environ["NLBUDGET_CELL_TIMEOUT"] = str(args.timeout)
         key = profiles.chapter(args.chapter).key

@@ -23,13 +23,18 @@ TAG = "remove-cell"
 MARK = "# Installs the book's package where it is missing"
 
 
+def _project() -> dict | None:
+    """The `[project]` table of the checkout's pyproject.toml; None outside a checkout (an
+    installed wheel: its metadata says the same)."""
+    pyproject = paths.repo_root() / "pyproject.toml"
+    return tomllib.loads(pyproject.read_text()).get("project", {}) if pyproject.is_file() else None
+
+
 def repository_url() -> str | None:
     """`[project.urls] Repository` of the checkout's pyproject.toml, else of the installed
     package's metadata; None when it is not set."""
-    pyproject = paths.repo_root() / "pyproject.toml"
-    if pyproject.is_file():
-        urls = tomllib.loads(pyproject.read_text()).get("project", {}).get("urls", {})
-        return urls.get("Repository") or None
+    if (project := _project()) is not None:
+        return project.get("urls", {}).get("Repository") or None
     try:
         for entry in metadata.metadata("nlbudget").get_all("Project-URL") or []:
             label, _, url = entry.partition(",")
@@ -43,10 +48,8 @@ def repository_url() -> str | None:
 def version() -> str:
     """The book's version: `[project] version` of the checkout's pyproject.toml, else the
     installed package's."""
-    pyproject = paths.repo_root() / "pyproject.toml"
-    if pyproject.is_file():
-        return tomllib.loads(pyproject.read_text())["project"]["version"]
-    return metadata.version("nlbudget")
+    project = _project()
+    return project["version"] if project is not None else metadata.version("nlbudget")
 
 
 def ref() -> str:

@@ -39,9 +39,8 @@ def results_file(path: Path) -> dict:
                              f"{mend}") from None
     except OSError as e:
         raise ParameterError(f"{path}: cannot be read ({e.strerror})") from None
-    key = "claims" if path.name.endswith(".verdicts.json") else "figures"
-    if path.name.endswith(".fresh.json"):
-        key = "digest"
+    key = ("digest" if path.name.endswith(".fresh.json") else
+           "claims" if path.name.endswith(".verdicts.json") else "figures")
     if not isinstance(doc, dict) or key not in doc:
         raise ParameterError(f"{path}: not a results file: it has no {key!r}; {mend}")
     return doc

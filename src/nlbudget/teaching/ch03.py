@@ -58,23 +58,18 @@ def sink_layer(seed: int, windows: int = 24, T: int = 16, d: int = 6, sink: floa
     return X, Y
 
 
-def _r2(pred: torch.Tensor, Y: torch.Tensor) -> float:
-    return float(1 - ((Y - pred) ** 2).sum() / ((Y - Y.mean(0)) ** 2).sum())
-
-
 def _held_out_r2(fit, X, Y) -> float:
     """R² of `fit(X_train, Y_train)` on positions 1 … of the held-out windows (a third)."""
     n = 2 * X.shape[0] // 3
     f = fit(X[:n].clone(), Y[:n].clone())
     Xt, Yt = X[n:, 1:].reshape(-1, X.shape[-1]), Y[n:, 1:].reshape(-1, Y.shape[-1])
-    with torch.no_grad():
-        return _r2(torch.as_tensor(f(Xt.clone())).double().reshape(Yt.shape), Yt)
+    return surrogates.r_squared(lambda x: torch.as_tensor(f(x.clone())).reshape(Yt.shape),
+                                Xt, Yt)
 
 
 def _fit_rows(X, Y, keep_first: bool):
-    rows = (slice(None), slice(1, None)) if keep_first else (slice(None), slice(None))
-    return surrogates.fit_ridge(X[rows].reshape(-1, X.shape[-1]), Y[rows].reshape(-1, Y.shape[-1]),
-                                dtype=torch.float64)
+    X, Y = (X[:, 1:], Y[:, 1:]) if keep_first else (X, Y)
+    return surrogates.fit_ridge(X.flatten(0, 1), Y.flatten(0, 1), dtype=torch.float64)
 
 
 def keep_first_fit(student) -> None:
