@@ -11,11 +11,12 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import rankdata
 
-from nlbudget import bilinear, surrogates
+from nlbudget import bilinear, budget, surrogates
 from nlbudget.teaching import ch02 as teaching_ch02
 from nlbudget.teaching import ch03 as teaching_ch03
 from nlbudget.teaching import ch04 as teaching_ch04
 from nlbudget.teaching import ch06 as teaching_ch06
+from nlbudget.teaching import ch07 as teaching_ch07
 from nlbudget.teaching import checks
 from nlbudget.verdicts import claims, stats
 from nlbudget.book import profiles
@@ -33,21 +34,9 @@ WRONG_FUNCTIONS = {
         lambda x, Q, K, V, act: torch.zeros(x.shape[0], V.shape[0], dtype=x.dtype),
         lambda x, Q, K, V, act: (ACT[act](x @ Q.T) * (x @ K.T)) @ V.T,  # the gated form
     ],
-    "exchange_error": [
-        lambda x, Q, K, V, act: 0.0,
-        lambda x, Q, K, V, act: float((((ACT[act](x @ Q.T) * (x @ K.T))
-                                        - (ACT[act](x @ K.T) * (x @ Q.T))) @ V.T).norm()),
-        # absolute: not divided by ‖f(x)‖
-    ],
     "hidden_width": [
         lambda v, d, b: 0,
         lambda v, d, b: max(1, round(b / (3 * d))),  # every form priced as gated
-    ],
-    "llama_exchange": [
-        lambda Wg, Wu, Wd, x: 0.0,
-        lambda Wg, Wu, Wd, x: float((F.silu(x @ Wg.T) * (x @ Wu.T)
-                                     - F.silu(x @ Wu.T) * (x @ Wg.T)).norm()
-                                    / (F.silu(x @ Wg.T) * (x @ Wu.T)).norm()),  # before W_down
     ],
     "token_nll": [
         lambda logits, ids: torch.zeros(ids.shape[0], ids.shape[1] - 1),
@@ -94,10 +83,6 @@ WRONG_FUNCTIONS = {
         lambda model, ids, y: None,  # no training
         lambda model, ids, y: _train_everything(model, ids, y),
     ],
-    "position_gap": [
-        lambda f, x, p: 0.0,
-        lambda f, x, p: float((f(x[:, p]) - f(x)).norm() / f(x).norm()),  # output not permuted
-    ],
     "causal_softmax": [
         lambda s: s.softmax(-1),  # no mask
         lambda s: s.masked_fill(torch.ones(s.shape[-1], s.shape[-1], dtype=torch.bool)
@@ -127,10 +112,27 @@ WRONG_FUNCTIONS = {
         lambda x, A, mu, s, c: F.silu((x - mu) @ A / s + c),  # x itself left out
         lambda x, A, mu, s, c: torch.cat([x, F.silu(x @ A / s + c)], -1),  # not centred
     ],
-    "spearman": [
-        lambda x, y: 0.0,
-        lambda x, y: float(torch.corrcoef(torch.stack([torch.as_tensor(x),
-                                                         torch.as_tensor(y)]))[0, 1]),  # Pearson
+    "symmetric_module": [
+        lambda d, n: (lambda q: (q, q.clone(), torch.randn(d, n)))(torch.randn(n, d)),  # q = k
+        lambda d, n: (torch.randn(n, d), torch.randn(n, d), torch.randn(d, n)),  # generic
+        lambda d, n: (lambda q, k: (torch.cat([q, k]), torch.cat([k, q]), torch.zeros(d, n)))(
+            torch.randn(n // 2, d), torch.randn(n // 2, d)),  # paired, but every unit silent
+    ],
+    "modular_loop": [
+        lambda model, a, b, y: None,  # no training
+        lambda model, a, b, y: _modular_adam(model, a, b, y, steps=100, weight_decay=0.0),
+    ],
+    "frozen_probe": [
+        lambda base, probe, X, Y: _fit(base, probe, X, Y, [*base.parameters(),
+                                                           *probe.parameters()]),  # all trained
+        lambda base, probe, X, Y: None,  # nothing trained
+        lambda base, probe, X, Y: _fit(base, probe, X, Y, base.parameters()),  # the base alone
+    ],
+    "budget_plan": [
+        lambda options, measure, limit: teaching_ch07._summed_plan(options, limit),
+        lambda options, measure, limit: {},  # spends nothing
+        lambda options, measure, limit: {o.layer: o.state for o in options  # all gated
+                                         if o.state == "gated"},
     ],
     "keep_first_fit": [
         lambda X, Y: (lambda x: torch.zeros_like(x)),
@@ -163,14 +165,6 @@ def _train_everything(model, ids, y, steps=30):
         opt.zero_grad()
         loss.backward()
         opt.step()
-
-
-def _gated(x, Q, K, V, act):
-    return F.linear(ACT[act](F.linear(x, Q)) * F.linear(x, K), V)
-
-
-def _llama(Wg, Wu, Wd, x):
-    return F.linear(F.silu(F.linear(x, Wg)) * F.linear(x, Wu), Wd)
 
 
 def _lora_rank_closed_form(d, k, shapes):
@@ -228,6 +222,63 @@ def _program_full_batch(model, ids, labels):
         opt.step()
 
 
+def _modular_adam(model, a, b, y, steps=1500, lr=1e-2, weight_decay=1.0):
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay,
+                            betas=(0.9, 0.98))
+    for _ in range(steps):
+        loss = F.cross_entropy(model(a, b), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def _fit(base, probe, X, Y, params, steps=300, lr=1e-2):
+    opt = torch.optim.Adam(list(params), lr=lr)
+    for _ in range(steps):
+        loss = F.mse_loss(base(probe(X)), Y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def _probe_lbfgs(base, probe, X, Y):
+    """Exercise 6.3 another way: the base frozen by its flags, L-BFGS on what still trains."""
+    base.requires_grad_(False)
+    opt = torch.optim.LBFGS([p for p in probe.parameters() if p.requires_grad], max_iter=100)
+
+    def closure():
+        opt.zero_grad()
+        loss = F.mse_loss(base(probe(X)), Y)
+        loss.backward()
+        return loss
+    opt.step(closure)
+
+
+def _paired_interleaved(d, n):
+    """Exercise 1.4 another way: each pair side by side, scaled differently."""
+    Q, K, V = torch.empty(n, d), torch.empty(n, d), torch.empty(d, n)
+    for j in range(0, n, 2):
+        q, k, v = torch.randn(d), torch.randn(d), torch.randn(d) * (j + 1)
+        Q[j], K[j], V[:, j] = q, k, v
+        Q[j + 1], K[j + 1], V[:, j + 1] = k, q, v
+    return Q, K, V
+
+
+def _every_plan(options, measure, limit):
+    """Exercise 7.3 another way: every configuration measured (3⁸ of them), the best kept."""
+    import itertools
+
+    flops = {(o.layer, o.state): o.flops for o in options}
+    layers = sorted({o.layer for o in options})
+    best, saved = {}, 0.0
+    for states in itertools.product(budget.STATES, repeat=len(layers)):
+        config = {l: s for l, s in zip(layers, states) if s != "full"}
+        gain = sum(flops[k] for k in config.items())
+        if gain > saved and measure(config) <= limit:
+            best, saved = config, gain
+    return best
+
+
 #: Correct answers other than the library's own: a check must accept them too.
 def _lstsq_keep_first(X, Y):
     """Exercise 3.4 another way: least squares with a bias column, no ridge, positions 1 …."""
@@ -253,20 +304,13 @@ RIGHT_FUNCTIONS = {
         *stats.t_interval([a - b for a, b in zip(s, g)])[1:], min_effect=m).verdict],
     "routing_costs": [lambda d, s, f: (float(d[s.topk(round(f * len(d))).indices].sum())
                                        / len(d), round(f * len(d)) / len(d) * float(d.mean()))],
-    "position_gap": [lambda f, x, p: torch.linalg.norm(f(x)[:, p] - f(x[:, p]))
-                     / torch.linalg.norm(f(x))],
     # the same maths written another way: einsum, F.linear, log-softmax, closed forms, scipy
     "gated_mlp": [lambda x, Q, K, V, act: torch.einsum(
         "nh,dh->nd", ACT[act](torch.einsum("nd,hd->nh", x, Q)) * (x @ K.T), V)],
     "symmetric_mlp": [lambda x, Q, K, V, act: F.linear(ACT[act](F.linear(x, Q) * F.linear(x, K)),
                                                         V)],
-    "exchange_error": [lambda x, Q, K, V, act: float(
-        torch.linalg.norm(_gated(x, Q, K, V, act) - _gated(x, K, Q, V, act))
-        / torch.linalg.norm(_gated(x, Q, K, V, act)))],
     "hidden_width": [lambda v, d, b: max(1, round(b / d / {"standard-gelu": 2, "rank2-silu": 5,
                                                              "rank4-silu": 9}.get(v, 3)))],
-    "llama_exchange": [lambda Wg, Wu, Wd, x: float(torch.linalg.norm(
-        _llama(Wg, Wu, Wd, x) - _llama(Wu, Wg, Wd, x)) / torch.linalg.norm(_llama(Wg, Wu, Wd, x)))],
     "token_nll": [lambda logits, ids: -logits[:, :-1].double().log_softmax(-1).gather(
         -1, ids[:, 1:, None]).squeeze(-1)],
     "perplexity": [lambda nll: float(torch.exp(nll.double().sum() / nll.numel()))],
@@ -281,8 +325,12 @@ RIGHT_FUNCTIONS = {
     "lora_rank": [_lora_rank_closed_form],
     "random_feature_map": [lambda x, A, mu, s, c: torch.hstack(
         [x, (z := ((x - mu) @ A) / s + c) * torch.sigmoid(z)])],
-    "spearman": [lambda x, y: float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])],
     "keep_first_fit": [_lstsq_keep_first],
+    "symmetric_module": [_paired_interleaved],
+    "modular_loop": [lambda model, a, b, y: _modular_adam(model, a, b, y, steps=1200,
+                                                          lr=2e-2)],
+    "frozen_probe": [_probe_lbfgs],
+    "budget_plan": [_every_plan],
     "program_dyck": [_program_full_batch],
 }
 
@@ -454,11 +502,15 @@ HINTED = {("gated_mlp", 1): "σ is on the wrong branch", ("symmetric_mlp", 1): "
           ("lora_rank", 0): "not the probe's width k", ("lora_rank", 1): "do not round up",
           ("passing_pair", 1): "the same direction, another length",
           ("passing_pair", 2): "the opposite direction",
-          ("exchange_error", 1): "divide by ‖f(x)‖", ("width", 1): "a path may skip a layer",
+          ("width", 1): "a path may skip a layer",
           ("probe_params", 1): "the weights alone",
           ("random_feature_map", 1): "start with x itself",
           ("random_feature_map", 2): "centre x first",
-          ("spearman", 1): "Pearson's r of the values",
+          ("symmetric_module", 0): "exercise 1.3's way", ("symmetric_module", 1): "no single unit",
+          ("symmetric_module", 2): "adds nothing whatever σ does",
+          ("modular_loop", 0): "no weight changed", ("modular_loop", 1): "it memorised",
+          ("frozen_probe", 0): "the base moved", ("frozen_probe", 1): "nothing trained",
+          ("budget_plan", 0): "costs do not add", ("budget_plan", 1): "cost they add per FLOP",
           ("keep_first_fit", 1): "position 0 is in your fit"}
 
 
@@ -489,7 +541,7 @@ def test_a_student_notebook_without_results_checks_against_the_committed_ones(
 
 
 def test_a_width_one_unit_off_counts(fake_results, capsys):
-    """Exercise 2.3: 8d²/3d is rarely whole; rounded down (8 * d // 3) or up, it is right."""
+    """Exercise 2.2: 8d²/3d is rarely whole; rounded down (8 * d // 3) or up, it is right."""
     for got in (199, 200, 201):
         checks.predict_gated_width(lambda d, g=got: g, "smoke", fake_results)
         assert capsys.readouterr().out.startswith("✓"), got

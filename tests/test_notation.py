@@ -33,6 +33,18 @@ BANNED = [
      r"\alpha_\text{LoRA}"),
     (r"\\cdots\s*T(?![\w])", "T as a matrix (T is a sequence length)", r"$Z$"),
     (r"\\sum_k|\\binom\{[^{}]*\}\{k\}|H\^k", "k as a summation index", r"$u$"),
+    (r"(?<![A-Za-wyz\\])W\s*\+\s*b(?![_\w])", "a fitted map unhatted (xW + b)",
+     r"\hat W_\ell"),
+]
+
+#: The same rules for the comments of a page's code cells, written in Unicode: (pattern, what
+#: it would wrongly mean, the book's form).
+CODE_BANNED = [
+    (r"σ\(\s*(w\s*·\s*x|x\s*·\s*w)", "σ as the gate's logistic", "sigmoid(x·w + b)"),
+    (r"\bW\s*x\s*\+", "column vectors (W x + b)", "x Wᵀ + b"),
+    (r"(?<![\w^ᵀ̂])x\s*W\s*\+\s*b\b", "a fitted map unhatted (xW + b)", "x Ŵ + b̂"),
+    (r"\)\s*V(?![ᵀ\w.^])", "an output map untransposed (V is d×n)", "Vᵀ"),
+    (r"\bU\s*V\s*f\b|σ\(a_", "U as the skip's up-projection, σ as its gate", "S↑, sigmoid(a)"),
 ]
 
 #: Symbols that mean one thing in some parts and must not appear elsewhere: (pattern, what it
@@ -42,6 +54,8 @@ SCOPED = [
      "and Part IV (a probe's width)", {"01", "02", "05", "06"}),
     (r"(?<![A-Za-z\\_{])P(?![A-Za-z_])", "a bare P outside Part III (the position table)",
      {"05"}),
+    (r"(?<![A-Za-z\\_{])m(?![A-Za-z_])", "a bare m outside Part III (a universal transformer's "
+     "width) and Part V (random features)", {"05", "07"}),
 ]
 
 
@@ -62,11 +76,37 @@ def test_pages_use_the_books_notation(path):
         assert path.stem[:2] in where or hit is None, f"{path.name}: {hit.group(0)!r} is {wrong}"
 
 
+def _comments(path) -> list[str]:
+    nb = nbformat.read(path, as_version=4)
+    return [line[line.index("#"):] for c in nb.cells if c.cell_type == "code"
+            for line in c.source.splitlines() if "#" in line]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.parent.name + "/" + p.stem)
+def test_code_comments_use_the_books_notation(path):
+    for comment in _comments(path):
+        for pattern, wrong, right in CODE_BANNED:
+            hit = re.search(pattern, comment)
+            assert hit is None, (f"{path.name}: {comment!r} uses {wrong}; the book writes "
+                                 f"{right}")
+
+
+def test_the_comment_rules_catch_the_old_notation():
+    old = ["# g(x) = σ(w·x + b)", "# W x + b", "# the surrogate xW + b", "# (σ(xQᵀ) ⊙ xKᵀ) V",
+           "# s = σ(a_l) U V f"]
+    caught = {w for p, w, _ in CODE_BANNED if any(re.search(p, c) for c in old)}
+    assert caught == {w for _, w, _ in CODE_BANNED}
+    new = ["# g(x) = sigmoid(x·w + b)", "# x Wᵀ + b", "# the surrogate x Ŵ + b̂",
+           "# (σ(xQᵀ) ⊙ xKᵀ) Vᵀ", "# σ(a)b = σ(b)a", "# s = sigmoid(a) f S↓ᵀ S↑ᵀ"]
+    assert not [(p, c) for p, _, _ in CODE_BANNED for c in new if re.search(p, c)]
+
+
 def test_the_rules_catch_the_old_notation():
     old = ("$\\sigma(a_\\ell)\\, U V f_t$ $U=0$ $(\\alpha,\\sigma)$ $c=r-e$ $r_i$ "
            "$h^t = h^{t-1} + \\sum_h A^t_h$ $X_c = USV^\\top$ $W_1 x_t + b_1$ $Wx+b$ "
            "$(\\sigma(xQ^\\top)\\odot xK^\\top)V$ $\\sigma(xW_1^\\top)W_2$ $xW_\\ell + b$ "
-           "$\\delta = L_\\text{lin} - L_\\text{full}$ $\\alpha/r=2$ $EV\\cdots T$")
+           "$\\delta = L_\\text{lin} - L_\\text{full}$ $\\alpha/r=2$ $EV\\cdots T$ "
+           "$\\hat f(x)=xW+b$")
     old += " $\\sum_k \\binom{\\ell}{k}H^k$"
     caught = {wrong for pattern, wrong, _ in BANNED if re.search(pattern, old)}
     assert caught == {w for _, w, _ in BANNED} - {"L as a loss"}
@@ -75,7 +115,7 @@ def test_the_rules_catch_the_old_notation():
            "$\\cdots Z$ $(B, T, d)$")
     assert not [wrong for pattern, wrong, _ in BANNED if re.search(pattern, new)]
     # a PCA gate's k, a probability P(·): caught outside the parts that own k and P
-    stray = "$k=2,6,12$ $k<d$ $P(x)$"
+    stray = "$k=2,6,12$ $k<d$ $P(x)$ $hi < m$"
     assert all(re.search(pattern, stray) for pattern, _, _ in SCOPED)
     assert not [w for pattern, w, _ in SCOPED if re.search(pattern, "$n_\\text{pc}<d$ $\\Pr(x)$ "
                                                                  "$k_\\text{pre}$ $P_\\alpha$")]

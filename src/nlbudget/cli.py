@@ -1,5 +1,6 @@
 """`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget student-edition`,
-`nlbudget judge`, `nlbudget compare`, `nlbudget launch`, `nlbudget fetch`."""
+`nlbudget judge`, `nlbudget compare`, `nlbudget launch`, `nlbudget fetch`; for instructors
+`nlbudget slides NN` and `nlbudget grading NN`."""
 
 from __future__ import annotations
 
@@ -81,6 +82,16 @@ def parser() -> argparse.ArgumentParser:
                         "use (pyproject.toml's Repository)")
     la.add_argument("--sync", action="store_true", help="rewrite every notebook's install cell "
                     "from that URL")
+    sl = sub.add_parser("slides", help="a meeting's reveal.js slides, from the chapter as this "
+                        "build executed it (the teach extra: nbconvert)")
+    sl.add_argument("chapter", help="chapter number, e.g. 01")
+    sl.add_argument("--profile", default="ci")
+    sl.add_argument("--results-dir", default=None)
+    sl.add_argument("--build-dir", default=None)
+    gr = sub.add_parser("grading", help="a chapter's exercises as an otter-grader assignment: "
+                        "student notebook, solutions, autograder (the teach extra)")
+    gr.add_argument("chapter", help="chapter number, e.g. 01")
+    gr.add_argument("--out", default=None, help="folder (default: build/grading/NN)")
     return ap
 
 
@@ -193,9 +204,32 @@ def cmd_fetch(args) -> int:
     return 0
 
 
+def cmd_slides(args) -> int:
+    from nlbudget.book import slides
+
+    _check_profile(args.profile)
+    out = slides.write(args.chapter, args.profile, args.results_dir, args.build_dir)
+    n = slides.summary(out)
+    print(f"slides: {out} ({n['sections']} slides, {n['figures']} figures)")
+    return 0
+
+
+def cmd_grading(args) -> int:
+    from nlbudget import paths
+    from nlbudget.book import grading
+
+    key = profiles.chapter(args.chapter).key
+    out = grading.export(key, args.out or paths.build_dir() / "grading" / key)
+    for what, path in out.items():
+        print(f"{what}: {path}")
+    print(f"grade a submission: otter run -a {out['autograder']} SUBMISSION.ipynb")
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "book": cmd_book, "ledger": cmd_ledger, "judge": cmd_judge,
             "student-edition": cmd_student_edition, "compare": cmd_compare,
-            "launch": cmd_launch, "fetch": cmd_fetch}
+            "launch": cmd_launch, "fetch": cmd_fetch, "slides": cmd_slides,
+            "grading": cmd_grading}
 
 
 def main(argv: list[str] | None = None) -> int:

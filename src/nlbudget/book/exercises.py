@@ -155,7 +155,7 @@ def executed(key: str, profile: str, build_dir=None) -> Path:
 
 _HEAD = re.compile(r"^## Exercise (?P<number>\d+\.\d+) — (?P<title>.+)$", re.M)
 _LABEL = re.compile(r"^\((?P<label>ex\d\d-[a-z0-9-]+)\)=$", re.M)
-_META = re.compile(r"\{admonition\} (?P<kind>Write|Prove|Decide|Predict, then check) · "
+_META = re.compile(r"\{admonition\} (?P<kind>Write|Prove|Decide|Experiment|Predict, then check) · "
                    r"(?P<level>★+) · "
                    r"about (?P<minutes>\d+) minutes")
 

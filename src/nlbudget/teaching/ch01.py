@@ -65,35 +65,8 @@ def symmetric_mlp(student) -> None:
     return _qkv_check("symmetric_mlp (eq. 4)", bilinear.SymmetricBilinearMLP, student, [_GATED])
 
 
-def exchange_error(student) -> None:
-    """Exercise 1.2: ‖f(x) − f'(x)‖ / ‖f(x)‖ for the gated MLP f and its exchanged copy f'."""
-    def ref(act, d, n, s, x):
-        m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
-        return bilinear.relative_error(m, bilinear.exchanged(m), x)
-
-    def stu(act, d, n, s, x):
-        _, Q, K, V = _qkv(bilinear.GatedMLP, act, d, n, s)
-        return float(student(x, Q, K, V, act))
-    @torch.no_grad()
-    def absolute(act, d, n, s, x):
-        m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
-        return float((m(x) - bilinear.exchanged(m)(x)).norm())
-
-    @torch.no_grad()
-    def over_exchanged(act, d, n, s, x):
-        m = _qkv(bilinear.GatedMLP, act, d, n, s)[0]
-        e = bilinear.exchanged(m)
-        return float((m(x) - e(x)).norm() / e(x).norm())
-    hints = [(absolute, "that is ‖f(x) − f'(x)‖ itself: divide by ‖f(x)‖, so the error does not "
-                        "grow with the scale of x"),
-             (over_exchanged, "divide by ‖f(x)‖, the original's output, not the exchanged "
-                              "copy's")]
-    return check_function("exchange_error", stu, ref, _qkv_cases(), atol=1e-9, rtol=1e-6,
-                          hints=hints)
-
-
 def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> None:
-    """Exercise 1.3: the activations for which the gated MLP is exchange-symmetric."""
+    """Exercise 1.2: the activations for which the gated MLP is exchange-symmetric."""
     acts = set(bilinear.ACTIVATIONS) & {"relu", "gelu", "silu", "linear"}
     if not isinstance(predicted, (set, frozenset)) or not set(predicted) <= acts:
         raise CheckFailed(f"a prediction is a set of activation names from {sorted(acts)}, "
@@ -106,7 +79,7 @@ def predict_exchange_symmetric(predicted, profile: str, results_dir=None) -> Non
 
 
 def passing_pair(student) -> None:
-    """Exercise 1.4: nonzero q, k with which the gated form σ(q·x)(k·x) of the SiLU passes the
+    """Exercise 1.3: nonzero q, k with which the gated form σ(q·x)(k·x) of the SiLU passes the
     exchange test — its branches exchanged give the same output on every x."""
     name = "passing_pair"
     for d in (3, 8):
@@ -132,7 +105,7 @@ def passing_pair(student) -> None:
                         "for every a, which the SiLU (not odd, not linear) satisfies only at "
                         "one c — which?")
             else:
-                hint = ("σ(a)b = σ(b)a for all a, b only holds for linear σ (exercise 1.4's "
+                hint = ("σ(a)b = σ(b)a for all a, b only holds for linear σ (exercise 1.3's "
                         "proof); with the SiLU it can only hold when a = b for every x")
             raise CheckFailed(f"✗ {name}: wrong for d = {d}\n  what differs: the exchange "
                               f"error\n  expected: 0 with q, k ≠ 0\n  got:      {err:.3g} "
@@ -142,10 +115,58 @@ def passing_pair(student) -> None:
           "test that cannot tell this σ from a linear one")
 
 
+def _module_units(Q, K, V):
+    """Per unit j: |cos(q_j, k_j)| (1 when either is zero) and ‖v_j‖."""
+    qn, kn = Q.norm(dim=1), K.norm(dim=1)
+    cos = ((Q * K).sum(1) / (qn * kn)).abs().nan_to_num(1.0)
+    return torch.where((qn == 0) | (kn == 0), torch.ones_like(cos), cos), V.norm(dim=0)
+
+
+def symmetric_module(student) -> None:
+    """Exercise 1.4: `student(d, n)` returns (Q, K, V) — n × d, n × d, d × n, `nn.Linear`'s
+    layout — of a SiLU gated MLP whose every unit counts (q_j, k_j linearly independent,
+    v_j ≠ 0) and that equals its exchanged copy on every input. Any such weights pass."""
+    name = "symmetric_module"
+    for d, n in ((3, 4), (6, 8)):
+        out = _call(name, f"d = {d}, n = {n}", student, d, n)
+        Q, K, V = (torch.as_tensor(w, dtype=torch.float64) for w in out)
+        if Q.shape != (n, d) or K.shape != (n, d) or V.shape != (d, n):
+            raise CheckFailed(f"✗ {name}: wrong for d = {d}, n = {n}\n  what differs: shapes"
+                              f"\n  expected: Q {(n, d)}, K {(n, d)}, V {(d, n)}\n  got:      "
+                              f"Q {tuple(Q.shape)}, K {tuple(K.shape)}, V {tuple(V.shape)}")
+        cos, vnorm = _module_units(Q, K, V)
+        x = _randn(400, d, seed=40 + d)
+        y, y_ex = ((F.silu(x @ A.T) * (x @ B.T)) @ V.T for A, B in ((Q, K), (K, Q)))
+        err = float((y - y_ex).norm() / y.norm()) if float(y.norm()) > 0 else math.nan
+        parallel = [j for j in range(n) if float(cos[j]) > 1 - 1e-6]
+        silent = [j for j in range(n) if float(vnorm[j]) < 1e-9 * max(float(vnorm.max()), 1.0)]
+        if parallel:
+            got = f"unit {parallel[0]}'s q and k parallel (|cos| = {float(cos[parallel[0]]):.6f})"
+            hint = ("that is exercise 1.3's way, one unit at a time: here every unit's q and k "
+                    "must point in different directions, as they do in any trained model")
+        elif silent:
+            got = f"unit {silent[0]}'s value v = 0"
+            hint = ("a unit with v = 0 adds nothing whatever σ does: the test cannot see it. "
+                    "Give every unit a nonzero value")
+        elif not err < 1e-9:
+            got = f"exchange error {err:.3g}"
+            hint = ("one unit with independent q and k fails for the SiLU (section 5 of the "
+                    "chapter): no single unit can pass. The exchange swaps q and k in every "
+                    "unit at once — what if unit j's exchanged copy is another unit of the "
+                    "module?")
+        else:
+            continue
+        raise CheckFailed(f"✗ {name}: wrong for d = {d}, n = {n}\n  what differs: every unit "
+                          f"counting, and the exchange error\n  expected: independent q_j, k_j,"
+                          f" v_j ≠ 0, error 0\n  got:      {got}\n  hint: {hint}")
+    print(f"✓ {name}: every unit counts, σ is the SiLU, and your module passes the exchange "
+          "test (d = 3 and 6) — a test on these weights cannot tell σ from a linear one")
+
+
 #: Why the prediction of `predict_exchange_symmetric` comes out as it does: shown by the
 #: check once the prediction is right (or given up: `reveal`), never before.
 WHY_EXCHANGE_SYMMETRIC = (
     "Exchange symmetry asks $\\sigma(a)\\,b = \\sigma(b)\\,a$ for every $a, b$. Put $b = 1$: "
-    "$\\sigma(a) = \\sigma(1)\\,a$ — only a linear $\\sigma$ can pass (exercise 1.4 writes the "
+    "$\\sigma(a) = \\sigma(1)\\,a$ — only a linear $\\sigma$ can pass (exercise 1.3 writes the "
     "proof out). The measured errors show how far each nonlinear activation is from "
     "passing, not just that it fails.")

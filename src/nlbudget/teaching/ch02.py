@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
-import torch.nn.functional as F
 
 from nlbudget import bilinear, symmetry
-from nlbudget.teaching.machinery import (CheckFailed, _call, _randn, chapter_results,
-                                         check_function, check_prediction)
+from nlbudget.teaching.machinery import (CheckFailed, _call, chapter_results, check_function,
+                                         check_prediction, data)
 from nlbudget.verdicts import claims, stats
 
 
@@ -21,32 +18,8 @@ def hidden_width(student) -> None:
                           cases, atol=0, rtol=0)
 
 
-def _llama_mlp(Wg, Wu, Wd):
-    lin = [torch.nn.Linear(1, 1, bias=False) for _ in range(3)]
-    for l, w in zip(lin, (Wg, Wu, Wd)):
-        l.weight = torch.nn.Parameter(w)
-    return SimpleNamespace(gate_proj=lin[0], up_proj=lin[1], down_proj=lin[2], act_fn=F.silu)
-
-
-def llama_exchange(student) -> None:
-    """Exercise 2.2: the relative output change of a Llama-style MLP
-    down(SiLU(gate x) ⊙ up x) when its gate and up projections are exchanged."""
-    cases = []
-    for s in range(4):
-        d, n = 4 + s, 6 + 3 * s
-        Wg, Wu = _randn(n, d, seed=10 * s), _randn(n, d, seed=10 * s + 1)
-        Wd, x = _randn(d, n, seed=10 * s + 2), _randn(8, d, seed=10 * s + 3)
-        cases.append((f"d = {d}, n = {n}, seed {s}", (Wg, Wu, Wd, x)))
-
-    def ref(Wg, Wu, Wd, x):
-        with torch.no_grad():
-            return symmetry.gate_asymmetry(_llama_mlp(Wg, Wu, Wd), x)["exchange"]
-    return check_function("llama_exchange", lambda *a: float(student(*a)), ref, cases,
-                          atol=1e-9, rtol=1e-6)
-
-
 def predict_gated_width(predict, profile: str, results_dir=None) -> None:
-    """Exercise 2.3: the hidden units of the gated MLP at the standard MLP's budget, 8d²
+    """Exercise 2.2: the hidden units of the gated MLP at the standard MLP's budget, 8d²
     weights, as a function `predict(d)` of the width."""
     doc = chapter_results("02", profile, results_dir)
     d = doc["parameters"]["lm_d_model"]
@@ -85,7 +58,7 @@ _DECIDE_CASES = [
 
 
 def decide(student) -> None:
-    """Exercise 2.4: the verdict on per-seed pairs — a paired interval over seeds, and a
+    """Exercise 2.3: the verdict on per-seed pairs — a paired interval over seeds, and a
     minimum effect below which a gain does not count."""
     name = "decide"
     for desc, (g, sym, m) in _DECIDE_CASES:
@@ -110,6 +83,69 @@ def decide(student) -> None:
                           + "".join(f"\n  hint: {h}" for h in hints))
     print(f"✓ {name}: your verdicts agree with the book's rule on all {len(_DECIDE_CASES)} "
           "cases")
+
+
+@data
+def modular_task(seed: int = 0, p: int = 23):
+    """Exercise 2.4's task, split as chapter 02 splits it: every pair (a, b) of residues mod p,
+    half of them (drawn with `seed`) for training and the rest held out. Returns
+    ((a, b, y) of the training pairs, (a, b, y) of the held-out ones), y = (a + b) mod p."""
+    g = torch.Generator().manual_seed(seed)
+    a, b = (t.flatten() for t in torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij"))
+    perm = torch.randperm(p * p, generator=g)
+    tr, te = perm[:p * p // 2], perm[p * p // 2:]
+    y = (a + b) % p
+    return (a[tr], b[tr], y[tr]), (a[te], b[te], y[te])
+
+
+def _accuracy(model, a, b, y) -> float:
+    with torch.no_grad():
+        return float((model(a, b).argmax(-1) == y).double().mean())
+
+
+def _trained(student, variant: str, seed: int, train, d: int = 32):
+    """A `symmetry.ModularAdder` of the form `variant` at the chapter's budget 8d², drawn from
+    `seed`, after the student's loop; and whether any weight moved."""
+    torch.manual_seed(seed)
+    model = symmetry.ModularAdder(23, d, variant, 8 * d * d)
+    start = [p.detach().clone() for p in model.parameters()]
+    _call("modular_loop", f"the {variant} form, seed {seed}", student, model,
+          *(t.clone() for t in train))
+    return model, any(not torch.equal(a, b) for a, b in zip(start, model.parameters()))
+
+
+def modular_loop(student) -> None:
+    """Exercise 2.4: `student(model, a, b, y)` trains a modular-addition model in place on
+    its training pairs. The positive control first: the loop must make the gated form
+    generalise (held-out accuracy ≥ 50 %, chance 1/23) — any optimiser, step size or length
+    that gets there passes. Then the same loop, from the same seed, trains the symmetric form,
+    and the check prints the pair: one seed of the chapter's comparison."""
+    name = "modular_loop"
+    train, held = modular_task(0)
+    model, moved = _trained(student, "gated-silu", 0, train)
+    fit, acc = _accuracy(model, *train), _accuracy(model, *held)
+    if not moved:
+        got, hint = "no weight changed", ("call `loss.backward()` and the optimiser's `step()` "
+                                          "in a loop over `model.parameters()`")
+    elif fit < 0.95:
+        got = f"{acc:.1%} held out, {fit:.1%} on its own training pairs"
+        hint = ("it has not yet fit its own training pairs: more steps or a larger step size "
+                "(full batch, AdamW at lr 1e-2, a few thousand steps)")
+    elif acc < 0.5:
+        got = f"{acc:.1%} held out, {fit:.1%} on its own training pairs"
+        hint = ("it memorised its training pairs: modular addition generalises when strong "
+                "weight decay pulls the weights to the simple solution that works for every "
+                "pair (AdamW, weight_decay ≈ 1), often long after the training pairs are fit")
+    else:
+        sym, _ = _trained(student, "symmetric-silu", 0, train)
+        print(f"✓ {name}: the control passes — your loop makes the gated form generalise "
+              f"({acc:.1%} held out, chance {1 / 23:.1%}). The same loop and seed, the "
+              f"symmetric form: {_accuracy(sym, *held):.1%} held out (one seed; the chapter's "
+              "ten decide)")
+        return
+    raise CheckFailed(f"✗ {name}: the positive control fails (the gated form, seed 0)\n"
+                      f"  what differs: held-out accuracy\n  expected: at least 50 % (chance "
+                      f"{1 / 23:.1%})\n  got:      {got}\n  hint: {hint}")
 
 
 #: Why the prediction of `predict_gated_width` comes out as it does: shown by the

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from nlbudget import preprojection
-from nlbudget.teaching.machinery import (CheckFailed, _gen, _randn, chapter_results,
+from nlbudget.teaching.machinery import (CheckFailed, _call, _gen, _randn, chapter_results, data,
                                          check_function, check_prediction)
 
 
@@ -70,38 +71,70 @@ def predict_step0_changes(predicted, profile: str, results_dir=None) -> None:
                             f"(checked on {', '.join(studies)}.)", why=WHY_STEP0_CHANGES)
 
 
-class _Rotary(torch.nn.Module):
-    """A position-dependent map: rotate feature pairs by an angle that grows with position."""
-
-    def forward(self, x):  # (B, T, d), d even
-        T, d = x.shape[1], x.shape[2]
-        ang = torch.arange(T, dtype=x.dtype)[:, None] * 0.3 * torch.arange(1, d // 2 + 1,
-                                                                           dtype=x.dtype)
-        a, b = x[..., 0::2], x[..., 1::2]
-        out = torch.empty_like(x)
-        out[..., 0::2] = a * ang.cos() - b * ang.sin()
-        out[..., 1::2] = a * ang.sin() + b * ang.cos()
-        return out
-
-
-def _position_gap(f, x, perm):
-    y = f(x)
-    return float((f(x[:, perm]) - y[:, perm]).norm() / y.norm())
-
-
-def position_gap(student) -> None:
-    """Exercise 6.3: how far a map of (B, T, d) activations is from commuting with a
-    permutation of the positions: ‖f(x[:, π]) − f(x)[:, π]‖ / ‖f(x)‖."""
-    pre = preprojection.PreProjection(8, 16).double()
+@data
+def frozen_layer(seed: int, d: int = 12, hidden: int = 48, n: int = 768):
+    """Exercise 6.3's frozen layer and its data: base(x) = GELU(x A + c) B, whose weights
+    still ask for gradients (freezing them is the exercise's part), and pairs (x, y) with
+    y = base(x M + t): the layer would fit its targets if its inputs were first mixed by M and
+    shifted by t — a change in what each input says, which a probe in front of the layer can
+    learn without touching it. Returns (base, X, Y), X and Y of shape (n, d)."""
+    g = _gen(600 + seed)
+    base = torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.GELU(),
+                               torch.nn.Linear(hidden, d)).double()
     with torch.no_grad():
-        torch.nn.init.normal_(pre.down.weight, std=0.3, generator=_gen(7))
-    maps = {"a pre-projection with random weights": pre, "a rotary map": _Rotary()}
-    cases = [(f"{k}, permutation seed {s}", (f, _randn(2, 6, 8, seed=s),
-                                             torch.randperm(6, generator=_gen(s))))
-             for k, f in maps.items() for s in (0, 1)]
+        for p in base.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64)
+                    / (p.shape[-1] ** 0.5 if p.dim() == 2 else 2))
+        M = torch.eye(d, dtype=torch.float64) + 0.4 * _randn(d, d, seed=610 + seed) / d ** 0.5
+        X = _randn(n, d, seed=620 + seed)
+        Y = base(X @ M + 0.3 * _randn(d, seed=630 + seed))
+    return base, X, Y
+
+
+def _mse(base, probe, X, Y) -> float:
     with torch.no_grad():
-        return check_function("position_gap", lambda f, x, p: float(student(f, x, p)),
-                              _position_gap, cases, atol=1e-9, rtol=1e-6)
+        return float(F.mse_loss(base(probe(X) if probe is not None else X), Y))
+
+
+def frozen_probe(student) -> None:
+    """Exercise 6.3: `student(base, probe, X, Y)` trains the pre-projection `probe` in front of
+    the frozen layer `base` (the model is base(probe(x))) on (X, Y). Passes when `base` is
+    untouched, bit for bit, and the probe halves the held-out error of the layer alone —
+    whatever optimiser, step size or number of steps got it there."""
+    name = "frozen_probe"
+    for seed in (0, 1):
+        base, X, Y = frozen_layer(seed)
+        n = 3 * len(X) // 4
+        torch.manual_seed(seed)
+        probe = preprojection.PreProjection(X.shape[1], 32).double()
+        alone = _mse(base, None, X[n:], Y[n:])
+        assert _mse(base, probe, X[n:], Y[n:]) == alone  # step zero: the identity
+        before = {k: v.clone() for k, v in base.state_dict().items()}
+        start = [p.detach().clone() for p in probe.parameters()]
+        _call(name, f"layer seed {seed}", student, base, probe, X[:n].clone(), Y[:n].clone())
+        moved = [k for k, v in base.state_dict().items() if not torch.equal(v, before[k])]
+        held, fit = _mse(base, probe, X[n:], Y[n:]), _mse(base, probe, X[:n], Y[:n])
+        if moved:
+            what, exp, got = ("the frozen layer's weights", "unchanged",
+                              f"{', '.join(moved)} changed")
+            hint = ("the base moved: a frozen probe trains the probe alone — give the optimiser "
+                    "`probe.parameters()` only, or `base.requires_grad_(False)` first")
+        elif all(torch.equal(a, b) for a, b in zip(start, probe.parameters())):
+            what, exp, got = "the probe's weights", "trained", "unchanged"
+            hint = ("nothing trained: the loss is that of base(probe(x)) against y; call "
+                    "`loss.backward()` and the optimiser's `step()` in a loop")
+        elif not held <= 0.5 * alone:
+            what, exp, got = ("held-out mean squared error", f"at most {0.5 * alone:.4f} "
+                              f"(half the layer alone's {alone:.4f})", f"{held:.4f}")
+            hint = ("it fits its own pairs but not held-out ones: fewer steps or a smaller "
+                    "probe" if fit < 0.5 * held else "train longer or with a larger step: "
+                    "full-batch Adam at lr 1e-2 for a few hundred steps gets there")
+        else:
+            continue
+        raise CheckFailed(f"✗ {name}: wrong for layer seed {seed}\n  what differs: {what}\n"
+                          f"  expected: {exp}\n  got:      {got}\n  hint: {hint}")
+    print(f"✓ {name}: the layer untouched, your probe brought its held-out error from "
+          f"{alone:.4f} to {held:.4f} (2 layers)")
 
 
 #: Why the prediction of `predict_step0_changes` comes out as it does: shown by the

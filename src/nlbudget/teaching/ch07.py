@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from nlbudget import random_features, surrogates
-from nlbudget.teaching.machinery import (CheckFailed, _randn, chapter_results, check_function,
-                                         check_prediction)
+from nlbudget import budget, random_features, surrogates
+from nlbudget.teaching.machinery import (CheckFailed, _call, _gen, _randn, chapter_results,
+                                         check_function, check_prediction, data)
 
 
 def _rf_case(s, n=9, d=5, m=7):
@@ -35,23 +35,105 @@ def random_feature_map(student) -> None:
                           ref, cases, hints=hints)
 
 
-def spearman(student) -> None:
-    """Exercise 7.2: Spearman's ρ of two lenses across layers (no ties)."""
-    from scipy import stats as sps
+@data
+def budget_layers(seed: int, layers: int = 8):
+    """Exercise 7.3's model: for every layer, its options (`budget.Option`: the layer gated or
+    linear, the cost of that change *alone* — a relative perplexity increase — and the MLP
+    FLOPs per token it removes), and `measure(config)`, the cost of the model with every
+    layer of `config` ({layer: "gated" or "linear"}; the others full) changed at once.
+    As in SmolLM2 (chapter 04 measures every gate at once far above the sum of its layers),
+    costs compound and neighbours interact: the combined cost is more than the sum."""
+    g = _gen(300 + seed)
+    u = torch.rand(layers, 2, generator=g, dtype=torch.float64)
+    gated = (0.002 + 0.02 * u[:, 0]).tolist()
+    linear = [c * (1.5 + 6 * float(v)) for c, v in zip(gated, u[:, 1])]
+    flops = 3.0 * 576 * 1536  # one SmolLM2 MLP's multiply-adds per token
+    options = [budget.Option(l, "gated", gated[l], 0.5 * flops) for l in range(layers)] + [
+        budget.Option(l, "linear", linear[l], 0.95 * flops) for l in range(layers)]
+    alone = {(o.layer, o.state): o.cost for o in options}
 
-    cases = []
-    for s, n in enumerate((30, 12, 5)):
-        x, y = _randn(n, seed=60 + s), _randn(n, seed=65 + s)
-        cases.append((f"{n} layers, seed {s}", (x, y + (0.5 * s) * x)))
-    hints = [(lambda x, y: float(sps.pearsonr(x.numpy(), y.numpy()).statistic),
-              "that is Pearson's r of the values: Spearman's ρ is Pearson's r of their ranks")]
-    return check_function("Spearman ρ", lambda x, y: float(student(x.numpy(), y.numpy())),
-                          lambda x, y: float(sps.spearmanr(x.numpy(), y.numpy()).statistic),
-                          cases, atol=1e-9, rtol=1e-9, hints=hints)
+    def measure(config: dict) -> float:
+        c = [alone[(l, s)] if s != "full" else 0.0 for l, s in
+             ((l, config.get(l, "full")) for l in range(layers))]
+        ppl = 1.0
+        for x in c:
+            ppl *= 1 + x
+        ppl *= 1 + 1.0 * sum((a * b) ** 0.5 for a, b in zip(c, c[1:]))
+        return ppl - 1
+    return options, measure
+
+
+def _budget_reference(options, measure, limit: float) -> dict:
+    """Chapter 07's way: the greedy path by cost per FLOP, the combined model measured after
+    every move, the longest prefix whose measured cost is within the budget."""
+    path = budget.greedy_path(options)
+    costs = [measure({l: o.state for l, o in budget.configuration(path, k).items()})
+             for k in range(1, len(path) + 1)]
+    k = budget.longest_under(costs, limit)
+    return {l: o.state for l, o in budget.configuration(path, k).items()}
+
+
+def _summed_plan(options, limit: float) -> dict:
+    """The known mistake: the greedy path cut where the *sum* of single-layer costs reaches
+    the budget — a prediction, never measured."""
+    path, total, out = budget.greedy_path(options), {}, {}
+    for o in path:
+        total[o.layer] = o.cost
+        if sum(total.values()) > limit:
+            break
+        out[o.layer] = o.state
+    return out
+
+
+def _saved(options, config: dict) -> float:
+    flops = {(o.layer, o.state): o.flops for o in options}
+    return sum(flops[(l, s)] for l, s in config.items() if s != "full")
+
+
+def budget_plan(student) -> None:
+    """Exercise 7.3: `student(options, measure, limit)` returns a configuration ({layer:
+    "gated" or "linear"}) whose *measured* cost is within `limit` and that removes at least as
+    many FLOPs as chapter 07's greedy path measured move by move. Any such plan passes (a
+    search over more configurations too)."""
+    name, limit = "budget_plan", 0.05
+    for seed in range(3):
+        options, measure = budget_layers(seed)
+        calls = []
+        counted = lambda config: calls.append(1) or measure(dict(config))  # noqa: E731
+        plan = _call(name, f"model seed {seed}", student, list(options), counted, limit)
+        if not (isinstance(plan, dict) and all(
+                l in range(8) and s in budget.STATES for l, s in plan.items())):
+            raise CheckFailed(f"✗ {name}: wrong for model seed {seed}\n  what differs: the "
+                              f"plan's form\n  expected: a dict {{layer: \"gated\" or "
+                              f"\"linear\"}}, layers 0–7\n  got:      {plan!r}")
+        ref = _budget_reference(options, measure, limit)
+        cost, want = measure(plan), _saved(options, ref)
+        if cost <= limit and _saved(options, plan) >= want * (1 - 1e-9):
+            continue
+        if cost > limit:
+            what, exp, got = ("the measured cost", f"at most {limit:.1%}",
+                              f"{cost:.2%} for {_saved(options, plan) / 1e6:.2f} M FLOPs saved")
+            hint = ("you stopped where the single-layer costs add up to the budget: costs do not"
+                    " add. Measure the combined model (`measure`) after every move and keep the"
+                    " longest prefix within the budget" if plan == _summed_plan(options, limit)
+                    else "measure your plan as a whole: `measure(plan)` must be within the "
+                    "budget")
+        else:
+            what, exp, got = ("MLP FLOPs removed", f"at least {want / 1e6:.2f} M per token "
+                              "(the greedy path, measured move by move)",
+                              f"{_saved(options, plan) / 1e6:.2f} M")
+            hint = ("take moves by the cost they add per FLOP they remove, gated and linear "
+                    "alike (a layer may go full → gated → linear), and stop only where the "
+                    "measured cost passes the budget for good")
+        raise CheckFailed(f"✗ {name}: wrong for model seed {seed}\n  what differs: {what}\n"
+                          f"  expected: {exp}\n  got:      {got}\n  hint: {hint}")
+    print(f"✓ {name}: your plans keep the measured cost within {limit:.0%} and remove as many "
+          f"FLOPs as the greedy path measured move by move (3 models; your last plan measured "
+          f"{len(calls)} configurations)")
 
 
 def predict_cv_lambda_larger(predicted, profile: str, results_dir=None) -> None:
-    """Exercise 7.3: does cross-validation choose, at every layer, a ridge λ larger than the
+    """Exercise 7.2: does cross-validation choose, at every layer, a ridge λ larger than the
     0.01 P3 uses for the linear surrogate?"""
     if not isinstance(predicted, bool):
         raise CheckFailed(f"a prediction is True or False, got {predicted!r}")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from nlbudget.teaching import ch01, ch02, ch03, ch04, ch05, ch06, ch07
 from nlbudget.teaching.machinery import (CheckFailed, _scored, chapter_results,  # noqa: F401
-                                         check_function, check_prediction, reveal,
-                                         score, start)
+                                         check_function, check_prediction, passed,
+                                         reveal, score, start)
 
 #: Every chapter's checks, by name, each recording its outcome for `score`.
 CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07)

@@ -203,6 +203,12 @@ def score() -> tuple[int, int]:
     return passed, len(_SCORE)
 
 
+def passed(check: str) -> bool:
+    """Whether the named check (its function's name, e.g. "width") passed when it last ran in
+    this notebook: what an autograder's test asserts after running it."""
+    return _SCORE.get(check, False)
+
+
 def data(fn):
     """Mark a teaching module's function as data an exercise works on, not a check (`checks`
     exposes it as it is, unscored)."""
