@@ -197,7 +197,8 @@ def test_modules_live_in_folders_by_role():
                         "reference"},
              "book": {"profiles", "plan", "runner", "build", "exercises", "launch", "pages",
                       "standins", "ledger", "inputs", "preflight"},
-             "teaching": {"checks", "machinery", *(f"ch{i:02d}" for i in range(1, 8))}}
+             "teaching": {"checks", "machinery", "slides", "grading",
+                          *(f"ch{i:02d}" for i in range(1, 8))}}
     for folder, names in roles.items():
         assert {p.stem for p in (PKG / folder).glob("*.py")} - {"__init__"} == names, folder
     top = {p.stem for p in PKG.glob("*.py")}

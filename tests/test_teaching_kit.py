@@ -2,11 +2,14 @@
 slides`), and a chapter's exercises as an otter-grader assignment that grades a solved notebook
 full marks and an unsolved one zero (`nlbudget grading`)."""
 
+import re
+
 import nbformat
 import pytest
 
 from nlbudget import cli
-from nlbudget.book import exercises, grading, slides
+from nlbudget.book import exercises
+from nlbudget.teaching import grading, slides
 
 
 # ------------------------------------------------------------------ slides
@@ -32,9 +35,11 @@ def test_slides_01_build_from_the_executed_chapter(smoke, capsys):
     out = bld / "smoke" / "slides" / "01_gated_mlp_symmetry.slides.html"
     html = out.read_text(encoding="utf-8")
     n = slides.summary(out)
-    assert "reveal" in html and n["figures"] >= 2, n  # the chapter's own figures
     executed = nbformat.read(bld / "smoke" / "chapters" / "01_gated_mlp_symmetry.ipynb", 4)
-    sections = sum(c.source.lstrip().startswith("## ") for c in executed.cells
+    figures = sum("image/png" in o.get("data", {}) for c in executed.cells
+                  if c.cell_type == "code" for o in c.outputs)
+    assert "reveal" in html and n["figures"] == figures >= 1, n  # the chapter's own figures
+    sections = sum(bool(re.search(r"^## ", c.source, re.M)) for c in executed.cells
                    if c.cell_type == "markdown")
     assert n["sections"] >= sections + 3  # title, agenda, every section, questions
     assert "Agenda" in html and "Questions" in html and "{glue" not in html
@@ -78,15 +83,24 @@ def test_a_test_cell_runs_the_books_check_on_the_students_objects():
 @pytest.mark.exercises
 def test_otter_grades_a_solved_notebook_full_and_an_unsolved_one_zero(tmp_path):
     pytest.importorskip("otter", reason="the teach extra (otter-grader) is not installed")
-    out = grading.export("05", tmp_path / "assignment")
+    out = grading.export("01", tmp_path / "assignment")
     assert out["student"].is_file() and out["solution"].is_file()
     student = nbformat.read(out["student"], 4)
     assert "NotImplementedError" in "".join(c.source for c in student.cells)
     assert not any("BEGIN SOLUTION" in c.source or "# SOLUTION" in c.source
                    for c in student.cells)
     n = len(grading.questions(out["autograder"]))
-    assert n == sum(e["parts"] for e in exercises.catalogue("05"))
+    assert n == sum(e["parts"] for e in exercises.catalogue("01"))
     solved = grading.grade(out["autograder"], out["solution"], tmp_path / "solved")
     assert solved["possible"] == n and solved["score"] == n, solved
     unsolved = grading.grade(out["autograder"], out["student"], tmp_path / "unsolved")
     assert unsolved["possible"] == n and unsolved["score"] == 0, unsolved
+    # one exercise left undone: that question alone scores nothing
+    part = nbformat.read(out["solution"], 4)
+    stub = next(c.source for c in student.cells if "def symmetric_module" in c.source)
+    for c in part.cells:
+        if c.cell_type == "code" and "def symmetric_module" in c.source:  # its solution
+            c.source = stub
+    nbformat.write(part, tmp_path / "part.ipynb")
+    partly = grading.grade(out["autograder"], tmp_path / "part.ipynb", tmp_path / "partly")
+    assert partly["score"] == n - 1 and partly["tests"]["symmetric_module"] == 0, partly

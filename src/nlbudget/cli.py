@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+from nlbudget import paths
 from nlbudget.assets import corpora, models
 from nlbudget.book import launch, plan, preflight, profiles
 from nlbudget.book.build import (COMMITTED, EDITIONS, build, judge_committed, ledger_markdown,
@@ -17,6 +18,7 @@ from nlbudget.book.build import (COMMITTED, EDITIONS, build, judge_committed, le
 from nlbudget.book.exercises import student_edition
 from nlbudget.book.runner import ChapterFailed, run, run_chapters, stop_on_signals
 from nlbudget.errors import AssetUnavailable, ParameterError
+from nlbudget.teaching import grading, slides
 from nlbudget.verdicts.results import compare
 
 
@@ -82,6 +84,12 @@ def parser() -> argparse.ArgumentParser:
                         "use (pyproject.toml's Repository)")
     la.add_argument("--sync", action="store_true", help="rewrite every notebook's install cell "
                     "from that URL")
+    _instructors(sub)
+    return ap
+
+
+def _instructors(sub) -> None:
+    """The instructors' commands (the teach extra): slides and grading."""
     sl = sub.add_parser("slides", help="a meeting's reveal.js slides, from the chapter as this "
                         "build executed it (the teach extra: nbconvert)")
     sl.add_argument("chapter", help="chapter number, e.g. 01")
@@ -92,7 +100,6 @@ def parser() -> argparse.ArgumentParser:
                         "student notebook, solutions, autograder (the teach extra)")
     gr.add_argument("chapter", help="chapter number, e.g. 01")
     gr.add_argument("--out", default=None, help="folder (default: build/grading/NN)")
-    return ap
 
 
 def _check_profile(profile: str) -> None:
@@ -205,8 +212,6 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_slides(args) -> int:
-    from nlbudget.book import slides
-
     _check_profile(args.profile)
     out = slides.write(args.chapter, args.profile, args.results_dir, args.build_dir)
     n = slides.summary(out)
@@ -215,9 +220,6 @@ def cmd_slides(args) -> int:
 
 
 def cmd_grading(args) -> int:
-    from nlbudget import paths
-    from nlbudget.book import grading
-
     key = profiles.chapter(args.chapter).key
     out = grading.export(key, args.out or paths.build_dir() / "grading" / key)
     for what, path in out.items():

@@ -143,7 +143,8 @@ def modular_loop(student) -> None:
               f"symmetric form: {_accuracy(sym, *held):.1%} held out (one seed; the chapter's "
               "ten decide)")
         return
-    raise CheckFailed(f"✗ {name}: the positive control fails (the gated form, seed 0)\n"
+    raise CheckFailed(f"✗ {name}: wrong for the gated form, seed 0 (the positive control "
+                      "fails)\n"
                       f"  what differs: held-out accuracy\n  expected: at least 50 % (chance "
                       f"{1 / 23:.1%})\n  got:      {got}\n  hint: {hint}")
 

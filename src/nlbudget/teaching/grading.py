@@ -4,8 +4,9 @@ Gradescope with the autograder zip).
 
 The exercises notebook becomes otter-assign's master notebook: the set-up cells as they are;
 each exercise part (stub, solution, check) a question of one point whose solution cell shows
-the student the stub, and whose one test runs the book's own check on the student's objects —
-a function check passes when it does not raise, a prediction when it was right. Nothing is
+the student the stub, followed by the book's check cell as it is (the student's feedback,
+hints included), and whose one hidden test runs the same check on the student's objects when
+grading — a function check passes when it does not raise, a prediction when it was right. Nothing is
 re-implemented: otter runs `nlbudget.teaching.checks`, the same checks as the notebooks."""
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import nbformat
 from nlbudget.book import exercises, profiles
 from nlbudget.errors import ParameterError
 
-#: Cells of the exercises notebook that are not an exercise's and stay out of the assignment:
-#: the score line (otter scores) and its heading.
-_LEFT_OUT = ("checks.score()", "## Your score")
+
+
+def _left_out(source: str) -> bool:
+    """The exercises notebook's score cell and its heading: otter scores instead."""
+    return "checks.score()" in source or source.lstrip().startswith("## Your score")
 
 
 def _raw(text: str):
@@ -44,7 +47,7 @@ def test_cell(call: str) -> str:
     it fails when the check raises (a wrong function, a stub) or reports a wrong prediction."""
     name = call.strip().split("(", 1)[0].split(".", 1)[1]
     args = ", ".join(_arguments(call))
-    return (f'""" # BEGIN TEST CONFIG\npoints: 1\n""" # END TEST CONFIG\n'
+    return (f'""" # BEGIN TEST CONFIG\npoints: 1\nhidden: true\n""" # END TEST CONFIG\n'
             f"def test_{name}({args}):\n"
             f"    from nlbudget.teaching import checks\n\n"
             f"    {call.strip()}\n"
@@ -72,7 +75,7 @@ def master(key: str) -> nbformat.NotebookNode:
     i, n = 0, len(nb.cells)
     while i < n:
         c = nb.cells[i]
-        if c.source.strip().startswith(_LEFT_OUT):
+        if _left_out(c.source):
             i += 1
             continue
         if exercises.EXERCISE_TAG in tag(c):
@@ -82,18 +85,15 @@ def master(key: str) -> nbformat.NotebookNode:
                 raise ValueError(f"{exercises.notebook(key).name}: cell {i} is a stub without "
                                  "its solution and check after it")
             name = check.source.split("(", 1)[0].split(".", 1)[1]
-            cells += [_raw(f"# BEGIN QUESTION\nname: {name}\npoints: 1"),
+            cells += [_raw(f"# BEGIN QUESTION\nname: {name}\npoints: 1"), _raw("# BEGIN SOLUTION"),
                       nbformat.v4.new_code_cell(solution_cell(c.source, solution.source)),
-                      _raw("# BEGIN TESTS"), nbformat.v4.new_code_cell(test_cell(check.source)),
-                      _raw("# END TESTS"), _raw("# END QUESTION")]
+                      _raw("# END SOLUTION"), _raw("# BEGIN TESTS"), nbformat.v4.new_code_cell(test_cell(check.source)),
+                      _raw("# END TESTS"), _raw("# END QUESTION"), check]
             i += 3
             continue
         cells.append(c)
         i += 1
-    out = nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
-    for c in out.cells:
-        c.pop("id", None)
-    return out
+    return nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
 
 
 def _otter(*args: str, cwd: Path) -> str:
@@ -135,10 +135,10 @@ def grade(autograder: Path, notebook: Path, out: Path) -> dict:
     _otter("run", "-a", str(Path(autograder).resolve()), "-o", str(out),
            str(Path(notebook).resolve()), cwd=out)
     doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    tests = {t["name"]: t.get("score", 0) for t in doc.get("tests", [])}
-    return {"score": sum(tests.values()),
-            "possible": sum(t.get("max_score", 0) for t in doc.get("tests", [])),
-            "tests": tests}
+    graded = [t for t in doc.get("tests", []) if t.get("max_score")]  # not otter's summary
+    return {"score": sum(t.get("score", 0) for t in graded),
+            "possible": sum(t["max_score"] for t in graded),
+            "tests": {t["name"]: t.get("score", 0) for t in graded}}
 
 
 def questions(autograder: Path) -> list[str]:

@@ -20,8 +20,11 @@ from nlbudget.book import build, plan, profiles
 from nlbudget.errors import ParameterError
 from nlbudget.verdicts import results
 
-#: Outputs a slide shows: a figure or a table (plain text, streams and errors stay out).
-SHOWN = ("image/png", "image/svg+xml", "text/html")
+#: Outputs a slide shows: a figure, a table, a derivation or a displayed sentence (plain text,
+#: streams, errors and glued values stay out).
+SHOWN = ("image/png", "image/svg+xml", "text/html", "text/latex", "text/markdown")
+#: Cells whose outputs stay off the slides: the scale box, the rules' long table.
+SKIPPED = ("remove-output", "remove-input", "hide-output")
 #: MyST roles and directives nbconvert cannot render: the role's text is kept.
 _ROLE = re.compile(r"\{(?:doc|ref|numref|eq|cite:p|cite:t|cite|term|download)\}`([^`<]*?)"
                    r"(?:\s*<[^`]*>)?`")
@@ -83,16 +86,16 @@ def deck(executed, key: str, profile: str) -> nbformat.NotebookNode:
     (first paragraph, then each figure or table on a slide below it), the questions."""
     number, section = meeting(key)
     glued = _glued(executed)
-    title = next(c.source for c in executed.cells if c.cell_type == "markdown"
-                 and c.source.lstrip().startswith("# "))
-    cells = [_slide(f"{title.strip().splitlines()[0]}\n\n*The Nonlinearity Budget* — meeting "
+    title = next(m.group(0) for c in executed.cells if c.cell_type == "markdown"
+                 for m in [re.search(r"^# .+$", c.source, re.M)] if m)
+    cells = [_slide(f"{title}\n\n*The Nonlinearity Budget* — meeting "
                     f"{number} of {len(build.MEETINGS)} (chapter {key}, profile `{profile}`)"),
              _slide("## Agenda\n\n" + _between(section, "| minutes |", ("\n\n",)))]
     for c in executed.cells:
-        if c.cell_type == "markdown" and c.source.lstrip().startswith("## "):
+        if c.cell_type == "markdown" and re.search(r"^## ", c.source, re.M):
             paras = [p for p in plain(c.source, glued).split("\n\n") if p.strip()]
             cells.append(_slide("\n\n".join(paras[:2])))
-        elif c.cell_type == "code" and "remove-output" not in c.metadata.get("tags", []):
+        elif c.cell_type == "code" and not set(SKIPPED) & set(c.metadata.get("tags", [])):
             shown = [o for o in c.get("outputs", []) if o.get("output_type") in
                      ("display_data", "execute_result") and any(k in o.get("data", {})
                                                                for k in SHOWN)]
