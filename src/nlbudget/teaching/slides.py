@@ -112,14 +112,16 @@ def deck(executed, key: str, profile: str) -> nbformat.NotebookNode:
 def write(key: str, profile: str = "ci", results_dir=None, build_dir=None) -> Path:
     """Build chapter `key`'s meeting deck from this build's executed chapter at `profile`
     (with its verdicts as they are now) into `<build>/<profile>/slides/<stem>.slides.html`."""
-    from nbconvert import SlidesExporter
-
     key = profiles.chapter(key).key
     step = plan.chapter_step(key, profile, results_dir, build_dir)
     if not step.executed.is_file():
         raise ParameterError(f"chapter {key} has not been executed at profile {profile!r} "
                              f"({step.executed}); run `nlbudget run {key} --profile {profile}` "
                              "first")
+    try:
+        from nbconvert import SlidesExporter  # the teach extra, for instructors only
+    except ImportError:
+        raise ParameterError("nbconvert is not installed: `pip install -e .[teach]`") from None
     doc = results.read(step.stem, profile, results_dir)
     executed = nbformat.reads(build.with_verdicts(step.executed.read_bytes(), key, doc).decode(),
                               as_version=4)
