@@ -43,7 +43,9 @@ def test_slides_01_build_from_the_executed_chapter(smoke, capsys):
                    if c.cell_type == "markdown")
     assert n["sections"] >= sections + 3  # title, agenda, every section, questions
     assert "Agenda" in html and "Questions" in html and "{glue" not in html
-    assert "jp-InputArea-editor" not in html and "highlight-ipython3" not in html  # no code
+    code_cells = re.findall(r'class="jp-Cell jp-CodeCell[^"]*"', html)
+    assert code_cells and all("jp-mod-noInput" in c for c in code_cells)  # no code shown
+    assert "hl-ipython3" not in html
     assert "slides:" in capsys.readouterr().out
 
 
