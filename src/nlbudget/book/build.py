@@ -169,6 +169,10 @@ VERDICT_CELLS = {"pages.claims_table(doc)": lambda doc, key: pages.claims_table(
                  "pages.rules(ch)": lambda doc, key: pages.rules(profiles.chapter(key).load())}
 
 
+#: A Jupyter widget's output (a live progress bar): nothing a static page can show.
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
 def with_verdicts(executed: bytes, key: str, doc: dict) -> bytes:
     """An executed chapter notebook with its verdict cells (`VERDICT_CELLS`) and the verdict
     words its prose glues (its page's `verdict_glue(doc)`, where it has one) rendered from
@@ -179,8 +183,13 @@ def with_verdicts(executed: bytes, key: str, doc: dict) -> bytes:
     page = importlib.import_module(profiles.chapter(key).module + ".page")
     glued = page.verdict_glue(doc) if hasattr(page, "verdict_glue") else {}
     fmt = DisplayFormatter()
+    nb.get("metadata", {}).pop("widgets", None)  # the widgets' saved state, embedded otherwise
     for cell in (c for c in nb["cells"] if c["cell_type"] == "code"):
         src = "".join(cell["source"])
+        # a progress bar drawn as a widget (tqdm.auto where ipywidgets is installed) has no
+        # static rendering but its text, "…it/s]": off the page, as stderr's bars are
+        cell["outputs"] = [o for o in cell.get("outputs", [])
+                           if WIDGET not in o.get("data", {})]
         for o in cell.get("outputs", []):
             name = o.get("metadata", {}).get("scrapbook", {}).get("name")
             if name in glued:
