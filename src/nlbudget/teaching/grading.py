@@ -42,11 +42,15 @@ def _arguments(call: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _check_name(call: str) -> str:
+    """The check a check cell calls: `checks.width(width)` → width."""
+    return call.strip().split("(", 1)[0].split(".", 1)[1]
+
+
 def test_cell(call: str) -> str:
     """An exception-based otter test that runs the check of `call` on the student's objects:
     it fails when the check raises (a wrong function, a stub) or reports a wrong prediction."""
-    name = call.strip().split("(", 1)[0].split(".", 1)[1]
-    args = ", ".join(_arguments(call))
+    name, args = _check_name(call), ", ".join(_arguments(call))
     return (f'""" # BEGIN TEST CONFIG\npoints: 1\nhidden: true\n""" # END TEST CONFIG\n'
             f"def test_{name}({args}):\n"
             f"    from nlbudget.teaching import checks\n\n"
@@ -84,7 +88,7 @@ def master(key: str) -> nbformat.NotebookNode:
                     "checks."):
                 raise ValueError(f"{exercises.notebook(key).name}: cell {i} is a stub without "
                                  "its solution and check after it")
-            name = check.source.split("(", 1)[0].split(".", 1)[1]
+            name = _check_name(check.source)
             cells += [_raw(f"# BEGIN QUESTION\nname: {name}\npoints: 1"), _raw("# BEGIN SOLUTION"),
                       nbformat.v4.new_code_cell(solution_cell(c.source, solution.source)),
                       _raw("# END SOLUTION"), _raw("# BEGIN TESTS"), nbformat.v4.new_code_cell(test_cell(check.source)),
