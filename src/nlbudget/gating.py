@@ -352,13 +352,27 @@ class Flops:
         return sum(per) / (self.total if with_head else self.blocks)
 
 
+def _attended(cfg, layer: int, context: int) -> float:
+    """How many positions a token attends to on average in `layer` over `context` tokens."""
+    types = getattr(cfg, "layer_types", None)
+    window = getattr(cfg, "sliding_window", None)
+    if types and window and types[layer] == "sliding_attention" and window < context:
+        w = window  # the first w tokens see 1…w positions, the rest w each
+        return (w * (w + 1) / 2 + (context - w) * w) / context
+    return (context + 1) / 2
+
+
 def flops_per_token(model, context: int) -> Flops:
-    """Count from the weight shapes; attention scores and values cost 2·2·d per earlier
-    position, (T+1)/2 of them on average under the causal mask."""
-    d = model.config.hidden_size
+    """Count from the weight shapes; attention scores and values cost 2·2·(heads × head
+    width) per earlier position, (T+1)/2 of them on average under the causal mask (in a
+    sliding-window layer, at most its window: `_attended`)."""
+    cfg = model.config
+    d = cfg.hidden_size
     bl = blocks(model)
+    width = cfg.num_attention_heads * (getattr(cfg, "head_dim", None)
+                                       or d // cfg.num_attention_heads)
     mlp = 2 * _matmul_params(bl[0].mlp)
     lin = sum(2 * _matmul_params(b) for b in bl)
-    attn = len(bl) * 4 * d * (context + 1) / 2
+    attn = 4 * width * sum(_attended(cfg, l, context) for l in range(len(bl)))
     head = 2 * model.get_output_embeddings().weight.numel()
     return Flops(mlp=mlp, surrogate=2 * d * d, gate=2 * d, blocks=int(lin + attn), head=head)

@@ -166,11 +166,11 @@ def _sweep(model, windows, variants, batch_size, progress) -> Sweep:
                 if l not in mods:
                     continue
                 with replaced(model, {l: mods[l]}):
-                    g = block(h, **kw)
-                for later in bl[l + 1:]:
-                    g = later(g, **kw)
+                    g = block(h, **lay.kwargs(kw, l))
+                for j in range(l + 1, len(bl)):
+                    g = bl[j](g, **lay.kwargs(kw, j))
                 out[v][l][sl] = hidden_nll(model, lay, g, ids)
-            h = block(h, **kw)
+            h = block(h, **lay.kwargs(kw, l))
         base[sl] = hidden_nll(model, lay, h, ids)
         if progress is not None:
             progress.update(ids.shape[0])

@@ -2,15 +2,19 @@
 Pythia-style model): an 8k byte-level BPE, random windows, AdamW, a fixed step budget.
 
 Checkpoints are cached under `<cache>/checkpoints/<name>/` keyed by everything that defines
-them (architecture, sizes, steps, seed, corpus checksum), so each profile trains once.
+them (architecture, sizes, steps, seed, corpus checksum, the code that builds and trains the
+model, the torch and transformers versions: `code_key`), so each profile trains once and a
+change to any of them trains again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import multiprocessing
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -20,7 +24,7 @@ from pathlib import Path
 import torch
 from tqdm.std import tqdm
 
-from nlbudget import paths, timing
+from nlbudget import evaluation, paths, timing
 from nlbudget.assets import devices, models
 from nlbudget.assets.corpora import Corpus
 from nlbudget.evaluation import eval_nll
@@ -68,8 +72,22 @@ class TrainConfig:
     seed: int = 0
 
     def key(self, corpus_sha: str) -> str:
-        blob = json.dumps({**asdict(self), "corpus": corpus_sha}, sort_keys=True)
+        blob = json.dumps({**asdict(self), "corpus": corpus_sha, "code": code_key()},
+                          sort_keys=True)
         return f"{self.kind}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def code_key() -> str:
+    """What a checkpoint depends on besides its config and corpus: the source of this module
+    (the training loop), of `evaluation` (its validation curve) and of the tiny models'
+    definitions (`models.TINY_KINDS`, `tiny_config`, `build_tiny`), and the torch and
+    transformers versions. Loading code in `models` makes no checkpoint and is not in it."""
+    import transformers
+
+    parts = [inspect.getsource(sys.modules[__name__]), inspect.getsource(evaluation),
+             repr(models.TINY_KINDS), inspect.getsource(models.tiny_config),
+             inspect.getsource(models.build_tiny), torch.__version__, transformers.__version__]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def pair_config(kind: str, settings: dict) -> TrainConfig:

