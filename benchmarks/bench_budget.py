@@ -47,7 +47,7 @@ def main():
     ap.add_argument("--profile", default="ci")
     args = ap.parse_args()
     rec = results.read(ch07.STEM, args.profile)
-    checks = rec["figures"]["budget"]["checks"]
+    checks = next(iter(rec["figures"]["atlas"].values()))["budget"]["checks"]  # SmolLM2's
     print(f"torch {torch.__version__}, float32, 2 threads; budgets from chapter 07 at "
           f"{args.profile!r} (commit {str(rec['environment'].get('git', {}).get('commit'))[:10]})")
     model, ids, fits = model_and_windows(args, torch.float32)

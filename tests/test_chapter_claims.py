@@ -6,6 +6,7 @@ import copy
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from nlbudget.book import profiles
 from nlbudget.verdicts import results
@@ -869,16 +870,30 @@ def test_ch06_no_kv_overhead_is_a_check_that_can_fail():
 # ------------------------------------------------------------------ chapter 07
 
 
-def f07(lin=None, rf_iv=(-0.02, -0.01), asym=None, gate=None, L=30):
-    """Chapter 07's figures: per layer the linear cost (default rising with depth), random
+def f07(lin=None, rf_iv=(-0.02, -0.01), asym=None, gate=None, L=30, more=()):
+    """Chapter 07's figures: an atlas of one model (and the models `more` gives, each a dict
+    of m07's arguments), per layer the linear cost (default rising with depth), random
     features' change against it (an interval, the same at every layer) and the other lenses."""
+    atlas = {"smollm2-135m": m07(lin, rf_iv, asym, gate, L, "SmolLM2-135M")}
+    for i, kw in enumerate(more):
+        atlas[f"model-{i}"] = m07(**{"name": f"model {i}", **kw})
+    return {"atlas": atlas}
+
+
+def first07(F):
+    return next(iter(F["atlas"].values()))
+
+
+def m07(lin=None, rf_iv=(-0.02, -0.01), asym=None, gate=None, L=30, name="SmolLM2-135M",
+        recovery=None):
+    """One model's figures in chapter 07's atlas."""
     lin = lin or [0.01 + 0.002 * l for l in range(L)]
     rows = [{"layer": l, "r2_linear": 0.9, "r2_rf": 0.9, "r2_rf_held_out": 0.88, "linear": c,
              "rf": c / 2, "recovered": 0.5,
              "rf_vs_linear_ci_family": list(rf_iv)} for l, c in enumerate(lin)]
-    lens = {"linear cost": lin, "random-feature recovery": [0.5] * L,
+    lens = {"linear cost": lin, "random-feature recovery": recovery or [0.5] * L,
             "gate vs random": gate, "exchange asymmetry": asym, "skip use": None}
-    return {"model": "SmolLM2-135M", "measured": {"per_layer": rows, "width": 1536, "draws": 1,
+    return {"model": name, "measured": {"per_layer": rows, "width": 1536, "draws": 1,
                                                    "fit_tokens": 10000, "eval_tokens": 500},
             "lenses": {k: {"values": v, "source": "chapter NN (ci)", "high": "",
                            **({"gates_beat_chance": {"what": "gates beat chance", "measured":
@@ -905,10 +920,10 @@ def test_ch07_an_over_fit_read_out_decides_nothing():
     S = {**settings(c7), "n_perm": 500}
     for iv in ((-0.03, -0.02), (0.0, 0.01)):  # would be reproduced, not reproduced
         F = f07(rf_iv=iv)
-        F["measured"]["per_layer"][3]["r2_rf_held_out"] = 0.9 - c7.OVERFIT_GAP - 0.01
+        first07(F)["measured"]["per_layer"][3]["r2_rf_held_out"] = 0.9 - c7.OVERFIT_GAP - 0.01
         c = c7.claim_rf_recovers(F, S)
         assert c.verdict == INC and "over-fit" in c.needs and "cross-validation" in c.needs
-        for r in F["measured"]["per_layer"]:
+        for r in first07(F)["measured"]["per_layer"]:
             r["lambda_rf"] = 1.0
         c = c7.claim_rf_recovers(F, S)
         assert c.verdict == INC and "more fit tokens: ≈ 12k" in c.needs  # 10,000 × 0.06/0.05
@@ -947,10 +962,10 @@ def test_ch07_a_relation_needs_lenses_that_measure_layers_not_noise():
     for values, clean in ((same, R), (reverse, NR)):
         F = f07(lin=lin, gate=values)
         sd = float(np.std(values, ddof=1))
-        F["lenses"]["gate vs random"]["se"] = [0.2 * sd] * L  # reliability 0.96
+        first07(F)["lenses"]["gate vs random"]["se"] = [0.2 * sd] * L  # reliability 0.96
         c = c7.claim_linear_vs_routing(F, S)
         assert c.verdict == clean and c.positive_control["passed"] is True
-        F["lenses"]["gate vs random"]["se"] = [2 * sd] * L  # noise four times the spread
+        first07(F)["lenses"]["gate vs random"]["se"] = [2 * sd] * L  # noise 4× the spread
         c = c7.claim_linear_vs_routing(F, S)
         assert c.verdict == INC and "not noise" in c.needs and "more windows" in c.needs
     assert c7.reliability([1.0, 2.0, 3.0], [0.0] * 3) == 1.0
@@ -958,9 +973,68 @@ def test_ch07_a_relation_needs_lenses_that_measure_layers_not_noise():
     # a weakly negative ρ from a lens of reliability 0.3: the corrected upper end reaches 0.3
     weak = list(-0.2 * np.arange(L) + rng.normal(0, 4, L))
     F = f07(lin=lin, gate=weak)
-    F["lenses"]["gate vs random"]["se"] = [np.sqrt(0.7) * float(np.std(weak, ddof=1))] * L
-    assert c7.attenuation(F, ("linear cost", "gate vs random")) < 0.6
+    first07(F)["lenses"]["gate vs random"]["se"] = [np.sqrt(0.7) * float(np.std(weak, ddof=1))] * L
+    assert c7.attenuation(first07(F), ("linear cost", "gate vs random")) < 0.6
     assert c7.claim_linear_vs_routing(F, S).verdict == INC
+
+
+def test_ch07_random_features_are_judged_over_every_model_of_the_atlas():
+    """The recovery rule pools the layers of every model; each model's read-out must pass the
+    over-fitting control."""
+    S = {**settings(c7), "n_perm": 500}
+    recovers, does_not = dict(rf_iv=(-0.03, -0.02)), dict(rf_iv=(0.0, 0.01))
+    assert verdict(c7.claim_rf_recovers, f07(**recovers, more=[{**recovers, "L": 18}]), S) == R
+    # 30 of 48 layers recover: over half
+    assert verdict(c7.claim_rf_recovers, f07(**recovers, more=[{**does_not, "L": 18}]), S) == R
+    # 18 of 48 do: under half, whatever the first model shows
+    assert verdict(c7.claim_rf_recovers, f07(**does_not, more=[{**recovers, "L": 18}]), S) == NR
+    F = f07(**recovers, more=[{**recovers, "L": 18}])
+    F["atlas"]["model-0"]["measured"]["per_layer"][2]["r2_rf_held_out"] = 0.5  # over-fits
+    c = c7.claim_rf_recovers(F, S)
+    assert c.verdict == INC and c.positive_control["passed"] is False
+    assert "model 0: median" in c.measured and "18 layers" in c.scale
+
+
+def test_ch07_lenses_relate_over_both_models_by_within_model_ranks():
+    """Linear cost against recovery over two models: ranks within each model pooled, the
+    permutation within models. Two models whose lenses run in the same order relate; reversed
+    in both they do not; a relation made only by the models' different scales (high values in
+    one model, low in the other, no order inside either) is no relation."""
+    S = {**settings(c7), "n_perm": 500}
+    rng = np.random.default_rng(2)
+    up30, up18 = list(0.01 + 0.002 * np.arange(30)), list(0.05 + 0.01 * np.arange(18))
+
+    def noisy(x, sd):
+        return list(np.array(x) + rng.normal(0, sd, len(x)))
+
+    same = f07(lin=up30, more=[dict(lin=up18, L=18, recovery=noisy(np.arange(18), 0.5))])
+    first07(same)["lenses"]["random-feature recovery"]["values"] = noisy(np.arange(30), 0.5)
+    c = c7.claim_linear_vs_recovery(same, S)
+    assert c.verdict == R and "48 layers of 2 models" in c.measured
+    rev = f07(lin=up30, more=[dict(lin=up18, L=18, recovery=noisy(-np.arange(18), 0.5))])
+    first07(rev)["lenses"]["random-feature recovery"]["values"] = noisy(-np.arange(30), 0.5)
+    assert c7.claim_linear_vs_recovery(rev, S).verdict == NR
+    # scale alone: model 0's costs and recoveries all above SmolLM2's, no order inside either
+    scale = f07(lin=list(rng.normal(0.01, 0.001, 30)),
+                more=[dict(lin=list(rng.normal(0.5, 0.001, 18)), L=18,
+                           recovery=list(rng.normal(0.9, 0.01, 18)))])
+    first07(scale)["lenses"]["random-feature recovery"]["values"] = list(rng.normal(0.1, 0.01, 30))
+    raw = [v for M in scale["atlas"].values() for v in M["lenses"]["linear cost"]["values"]]
+    rec = [v for M in scale["atlas"].values()
+           for v in M["lenses"]["random-feature recovery"]["values"]]
+    assert sps.spearmanr(raw, rec).statistic > 0.5  # pooled raw values would "relate"
+    assert c7.claim_linear_vs_recovery(scale, S).verdict != R
+    # a weak relation, ρ about 0.3 within each model: undecided over 48 layers
+    weak = f07(lin=up30, more=[dict(lin=up18, L=18, recovery=noisy(0.3 * np.arange(18), 5))])
+    first07(weak)["lenses"]["random-feature recovery"]["values"] = noisy(0.3 * np.arange(30), 8)
+    c = c7.claim_linear_vs_recovery(weak, S)
+    SEEN.setdefault("claim_linear_vs_recovery", set()).add(c.verdict)
+    assert c.verdict == INC, c.measured
+    # one model: the single-model rule
+    one = f07(lin=up30)
+    first07(one)["lenses"]["random-feature recovery"]["values"] = noisy(np.arange(30), 0.5)
+    c = c7.claim_linear_vs_recovery(one, S)
+    assert c.verdict == R and "over 30 layers;" in c.measured
 
 
 SAMPLES = {"01": lambda: (f01(), settings(c1)),

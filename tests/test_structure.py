@@ -76,7 +76,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 #: The package's floors, lowest first: a module imports only from its own floor or below.
 #: (errors, paths, timing, reproducibility, formatting, plots: the style) → assets → verdicts → the mechanisms
 #: (the papers' ideas, evaluation, training) → chapters → book → teaching → the command line.
-FLOORS = ("base", "assets", "verdicts", "mechanism", "chapters", "book", "teaching", "cli")
+FLOORS = ("base", "assets", "verdicts", "mechanism", "chapters", "tools", "book", "teaching",
+          "cli")
 BASE = {"nlbudget", "nlbudget.errors", "nlbudget.paths", "nlbudget.timing",
         "nlbudget.reproducibility", "nlbudget.formatting", "nlbudget.plots"}
 

@@ -1,6 +1,7 @@
 """`nlbudget run NN --profile P`, `nlbudget book`, `nlbudget ledger`, `nlbudget student-edition`,
-`nlbudget judge`, `nlbudget compare`, `nlbudget launch`, `nlbudget fetch`; for instructors
-`nlbudget slides NN` and `nlbudget grading NN`."""
+`nlbudget judge`, `nlbudget compare`, `nlbudget launch`, `nlbudget fetch`; `nlbudget budget
+--model M` (chapter 07's budget for your own model); for instructors `nlbudget slides NN` and
+`nlbudget grading NN`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from nlbudget.book.exercises import student_edition
 from nlbudget.book.runner import ChapterFailed, run, run_chapters, stop_on_signals
 from nlbudget.errors import AssetUnavailable, ParameterError
 from nlbudget.teaching import grading, slides
+from nlbudget.tools import budget as budget_tool
 from nlbudget.verdicts.results import compare
 
 
@@ -100,6 +102,24 @@ def _instructors(sub) -> None:
                         "student notebook, solutions, autograder (the teach extra)")
     gr.add_argument("chapter", help="chapter number, e.g. 01")
     gr.add_argument("--out", default=None, help="folder (default: build/grading/NN)")
+    _budget_parser(sub)
+
+
+def _budget_parser(sub) -> None:
+    bu = sub.add_parser("budget", help="chapter 07's budget for any causal LM: per MLP layer "
+                        "the linear, gated and random-feature lenses, the greedy path, the "
+                        "held-out check and the realized speed; writes plan.json, lenses.csv, "
+                        "figures and the budgeted model")
+    bu.add_argument("--model", required=True, help="smollm2-135m, gemma3-270m, a folder saved "
+                    "with save_pretrained, a .gguf file, or a hub id")
+    bu.add_argument("--corpus", default=None, help="a UTF-8 text file, paragraphs separated by "
+                    "blank lines (default: the book's Python documentation)")
+    bu.add_argument("--budget", nargs="+", default=["1%", "5%"],
+                    help="perplexity budgets, e.g. 1%% 5%% (default)")
+    bu.add_argument("--out", default="budget", help="output folder (default: ./budget)")
+    bu.add_argument("--profile", default="ci", help="smoke, ci (default) or full: chapter "
+                    "07's windows and repeats at that scale")
+    bu.add_argument("--seed", type=int, default=0)
 
 
 def _check_profile(profile: str) -> None:
@@ -211,6 +231,11 @@ def cmd_fetch(args) -> int:
     return 0
 
 
+def cmd_budget(args) -> int:
+    budget_tool.run(args.model, args.corpus, args.budget, args.out, args.profile, args.seed)
+    return 0
+
+
 def cmd_slides(args) -> int:
     _check_profile(args.profile)
     out = slides.write(args.chapter, args.profile, args.results_dir, args.build_dir)
@@ -231,7 +256,7 @@ def cmd_grading(args) -> int:
 COMMANDS = {"run": cmd_run, "book": cmd_book, "ledger": cmd_ledger, "judge": cmd_judge,
             "student-edition": cmd_student_edition, "compare": cmd_compare,
             "launch": cmd_launch, "fetch": cmd_fetch, "slides": cmd_slides,
-            "grading": cmd_grading}
+            "grading": cmd_grading, "budget": cmd_budget}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from nlbudget.book import profiles
 
 #: Settings that say *what* a chapter runs on (kept at the paper's values); every other
 #: setting is a budget, taken from the `smoke` profile.
-IDENTITY = ("models", "corpus", "cross_corpus", "lastword", "dtype")
+IDENTITY = ("models", "atlas_models", "corpus", "cross_corpus", "lastword", "dtype")
 REVISION = "0" * 40  # the snapshot every stand-in is filed under
 
 

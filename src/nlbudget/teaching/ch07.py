@@ -137,7 +137,8 @@ def predict_cv_lambda_larger(predicted, profile: str, results_dir=None) -> None:
     0.01 P3 uses for the linear surrogate?"""
     if not isinstance(predicted, bool):
         raise CheckFailed(f"a prediction is True or False, got {predicted!r}")
-    rows = chapter_results("07", profile, results_dir)["figures"]["measured"]["per_layer"]
+    atlas = chapter_results("07", profile, results_dir)["figures"]["atlas"]
+    rows = next(iter(atlas.values()))["measured"]["per_layer"]  # the chapter's first model
     lams = [r["lambda_rf"] for r in rows]
     return check_prediction("cross-validation chooses a λ larger than P3's, every layer",
                             predicted, min(lams) > surrogates.RIDGE_LAMBDA, profile,

@@ -26,7 +26,16 @@ MIN_RHO = 0.3
 ALPHA = 0.05
 
 
+def models_of(F) -> list[dict]:
+    """The atlas's models' figures, chapter 03's first: each {"model", "measured", "lenses",
+    "budget"}."""
+    return list(F["atlas"].values())
+
+
 def _scale(F) -> str:
+    """The scale of one model's figures, or of every model's in the atlas."""
+    if "atlas" in F:
+        return "; ".join(_scale(M) for M in models_of(F))
     m = F["measured"]
     return (f"{F['model']}, {len(m['per_layer'])} layers; random features of width {m['width']} "
             f"({m['draws']} draw(s)) fit on {m['fit_tokens']:,} tokens, evaluated on "
@@ -63,33 +72,41 @@ def read_out_generalises(rows: list, fit_tokens: int | None = None) -> controls.
 
 def claim_rf_recovers(F, S) -> Claim:
     """The book's question, from P2's lens: does a *fixed, untrained* nonlinearity of the MLP's
-    width, with only its read-out fitted in closed form, recover part of what the linear
-    surrogate loses? Per layer, the perplexity change of random features against the linear
-    surrogate on the same tokens (BCa over windows, Bonferroni over layers), beyond a
-    superiority margin of RECOVER of the linear cost; reproduced when LAYER_SHARE of the
-    layers' corrected intervals lie beyond it, not reproduced when that share cannot be
-    reached."""
-    rows = F["measured"]["per_layer"]
+    width (σ the MLP's own activation), with only its read-out fitted in closed form, recover
+    part of what the linear surrogate loses? Per layer of every model in the atlas, the
+    perplexity change of random features against the linear surrogate on the same tokens (BCa
+    over windows, Bonferroni over each model's layers), beyond a superiority margin of RECOVER
+    of the linear cost; reproduced when LAYER_SHARE of the layers' corrected intervals lie
+    beyond it, not reproduced when that share cannot be reached."""
+    Ms = models_of(F)
+    rows = [r for M in Ms for r in M["measured"]["per_layer"]]
     # oriented so that a recovery beyond the margin is positive: −(ppl_rf/ppl_lin − 1) − m
     def margin(r):
         c = max(r["linear"], 0.0)
         return RECOVER * c / (1 + c)
 
-    iv = {r["layer"]: (-r["rf_vs_linear_ci_family"][1] - margin(r),
-                       -r["rf_vs_linear_ci_family"][0] - margin(r)) for r in rows}
+    iv = {(i, r["layer"]): (-r["rf_vs_linear_ci_family"][1] - margin(r),
+                            -r["rf_vs_linear_ci_family"][0] - margin(r))
+          for i, M in enumerate(Ms) for r in M["measured"]["per_layer"]}
     dec = share_of(iv, share=LAYER_SHARE,
                    what=f"random features' gain over the linear surrogate beyond "
                    f"{RECOVER:.0%} of its cost")
+    positive = controls.joined(*(read_out_generalises(M["measured"]["per_layer"],
+                                                      M["measured"]["fit_tokens"]) for M in Ms))
+    per_model = "; ".join(f"{M['model']}: median {np.median(_recovered(M)):+.0%}" for M in Ms)
     rec = [r["recovered"] for r in rows if r["recovered"] is not None]
-    positive = read_out_generalises(rows, F["measured"]["fit_tokens"])
     return decided("BOOK.V.random-features-recover", dec, positive=positive,
                    measured=f"median share of the linear cost recovered {np.median(rec):+.0%} "
-                   f"(range {min(rec):+.0%} … {max(rec):+.0%}); median cost linear "
-                   f"{np.median([r['linear'] for r in rows]):+.2%}, random features "
+                   f"(range {min(rec):+.0%} … {max(rec):+.0%}; {per_model}); median cost "
+                   f"linear {np.median([r['linear'] for r in rows]):+.2%}, random features "
                    f"{np.median([r['rf'] for r in rows]):+.2%}",
                    control="the linear surrogate of the same layer on the same tokens",
                    needs="more evaluation windows (the corrected intervals are wider than the "
                    "margin)", scale=_scale(F), kind="book")
+
+
+def _recovered(M) -> list:
+    return [r["recovered"] for r in M["measured"]["per_layer"] if r["recovered"] is not None]
 
 
 #: A lens measures layers, not noise, when its reliability — the share of its variance across
@@ -191,24 +208,92 @@ def layers_to_decide(rho: float, n: int) -> str:
     return f"≈ {need} layers at this ρ (here {n}): a larger model, or several"
 
 
+def layer_ranks(values: list) -> np.ndarray:
+    """A lens's values as ranks within one model, scaled to 0 (its lowest layer) … 1 (its
+    highest); NaN where not measured. Models of different depth and scale pool on these."""
+    x = np.array([np.nan if u is None else u for u in values], float)
+    ok = np.isfinite(x)
+    out = np.full(len(x), np.nan)
+    if ok.sum() > 1:
+        out[ok] = (sps.rankdata(x[ok]) - 1) / (ok.sum() - 1)
+    return out
+
+
+def relate_pooled(F, S, a: str, b: str, cid: str) -> Claim:
+    """Lenses `a` and `b` relate across the layers of every model in the atlas: Spearman ρ of
+    their within-model ranks (`layer_ranks`) pooled over the models, with a Fisher-z interval
+    over all layers, and a one-sided permutation test that permutes layers within each model
+    (the control: no association inside any model; the models' different scales cannot make
+    one). The rule as `relate`'s, its noise correction the layer-weighted mean of the models'
+    reliabilities. With one model it is `relate`."""
+    Ms = [M for M in models_of(F) if M["lenses"][a]["values"] is not None
+          and M["lenses"][b]["values"] is not None]
+    if len(Ms) < 2:
+        return relate(models_of(F)[0], S, a, b, cid)
+    xs, ys = zip(*((layer_ranks(M["lenses"][a]["values"]), layer_ranks(M["lenses"][b]["values"]))
+                   for M in Ms))
+    oks = [np.isfinite(x) & np.isfinite(y) for x, y in zip(xs, ys)]
+    xs, ys = [x[o] for x, o in zip(xs, oks)], [y[o] for y, o in zip(ys, oks)]
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    rho, lo, hi = stats.spearman_interval(x, y)
+    rng = np.random.default_rng(S["seed"])
+    null = np.array([sps.spearmanr(x, np.concatenate([rng.permutation(v) for v in ys])).statistic
+                     for _ in range(S["n_perm"])])
+    p = float((1 + np.sum(null >= rho)) / (1 + len(null)))
+    n = [len(v) for v in xs]
+    each = ", ".join(f"{M['model']}: {k}" for M, k in zip(Ms, n))
+    text = (f"ρ = {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] over {sum(n)} layers of {len(Ms)} models "
+            f"({each}; ranks within each model); permutation p = {p:.3g} (within models)")
+    att = float(np.average([attenuation(M, (a, b)) for M in Ms], weights=n))
+    if not math.isfinite(lo):
+        dec = Decision(INCONCLUSIVE, f"no interval for ρ ({text})")
+    elif lo > MIN_RHO and p < ALPHA:
+        dec = Decision(REPRODUCED, f"ρ's interval lies above {MIN_RHO:g} and p < {ALPHA:g}")
+    elif hi / att < MIN_RHO:
+        dec = Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}, corrected for "
+                       f"the lenses' noise (upper end {hi:+.2f} / {att:.2f})")
+    else:
+        dec = Decision(INCONCLUSIVE, f"ρ's interval (corrected for the lenses' noise) holds "
+                       f"{MIN_RHO:g}")
+    noise = [c for c in (lenses_reliable(M, (a, b)) for M in Ms) if c is not None]
+    return decided(cid, dec, measured=f"{a} against {b}: {text}",
+                   positive=controls.joined(*noise) if noise else
+                   controls.none_needed("two measured lenses, nothing fitted to relate them"),
+                   control="no association across layers within any model (permutation test "
+                   "within models)", needs=layers_to_decide(rho, sum(n)), scale=_scale(F),
+                   kind="book")
+
+
 def claim_linear_vs_asymmetry(F, S) -> Claim:
     """The book's question across P1 and P3: are the layers that are most costly to linearize
-    the ones whose trained gates are furthest from exchange symmetry (`relate`)?"""
-    return relate(F, S, "linear cost", "exchange asymmetry", "BOOK.V.linear-vs-asymmetry")
+    the ones whose trained gates are furthest from exchange symmetry (`relate`; chapter 02
+    measures the atlas's first model)?"""
+    return relate(models_of(F)[0], S, "linear cost", "exchange asymmetry",
+                  "BOOK.V.linear-vs-asymmetry")
 
 
 def claim_linear_vs_routing(F, S) -> Claim:
     """The book's question within P3: where linearizing costs more, does the gate's choice of
-    tokens beat random routing by more (`relate`)?"""
-    gates = F["lenses"]["gate vs random"].get("gates_beat_chance")
+    tokens beat random routing by more (`relate`; chapter 04 measures the first model)?"""
+    M = models_of(F)[0]
+    gates = M["lenses"]["gate vs random"].get("gates_beat_chance")
     positive = (controls.not_recorded(
         "the routing lens has signal: chapter 04's gates beat chance on held-out tokens",
         "chapter 04's gates trained on enough tokens (≥ 16k), its control recorded")
         if gates is None else controls.Control(**gates))
-    return relate(F, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing", positive)
+    return relate(M, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing", positive)
 
 
-CLAIMS = (claim_rf_recovers, claim_linear_vs_asymmetry, claim_linear_vs_routing)
+def claim_linear_vs_recovery(F, S) -> Claim:
+    """The book's question across P2 and P3, over every model of the atlas: where a layer is
+    costlier to linearize, does a fixed random nonlinearity recover more of that cost
+    (`relate_pooled`)?"""
+    return relate_pooled(F, S, "linear cost", "random-feature recovery",
+                         "BOOK.V.linear-vs-recovery")
+
+
+CLAIMS = (claim_rf_recovers, claim_linear_vs_asymmetry, claim_linear_vs_routing,
+          claim_linear_vs_recovery)
 
 
 def claims(F: dict, S: dict) -> list[Claim]:

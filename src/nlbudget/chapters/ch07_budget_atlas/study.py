@@ -31,28 +31,54 @@ def _split(profile: str) -> dict:
     return {k: ch03.SETTINGS[profile][k] for k in SPLIT}
 
 
-# rf_width: the random nonlinearity's width (0: the MLP's own hidden width, as P2's lens asks;
-# smoke uses a narrow one); rf_seeds: draws of it (their per-token losses averaged); cv_folds:
-# folds of whole fit windows over which each layer's read-out λ is chosen (on the first draw;
-# the others reuse it); select_windows: where the budget's single-layer costs and its path are
-# measured; check_windows: held out, where the chosen models are measured (and timed, with the
-# select windows: batch 8 needs 8 windows); speed_repeats: paired timing rounds
-# (`budget.realized`; ≥ 30 where the speed figures are decided)
+# atlas_models: the models of the atlas, the first chapter 03's (the other chapters' lenses are
+# about it; each further model has its own linear and random-feature lenses and its own
+# budget); rf_width: the random nonlinearity's width (0: the MLP's own hidden width, as P2's
+# lens asks; smoke uses a narrow one); rf_seeds: draws of it (their per-token losses averaged);
+# cv_folds: folds of whole fit windows over which each layer's read-out λ is chosen (on the
+# first draw; the others reuse it); select_windows: where the budget's single-layer costs and
+# its path are measured; check_windows: held out, where the chosen models are measured (and
+# timed, with the select windows: batch 8 needs 8 windows); speed_repeats: paired timing rounds
+# (`budget.realized`; ≥ 30 where the speed figures are decided); later_*: eval_windows,
+# rf_seeds and speed_repeats for the models after the first (Gemma-3-270M's 262k-token head
+# costs six times SmolLM2's a token, and every sweep ends in it: `model_settings`)
 SETTINGS = {
-    "smoke": dict(**_split("smoke"), rf_width=64, rf_seeds=1, cv_folds=4, n_perm=200,
-                  n_boot=100, select_windows=2, check_windows=2, speed_repeats=1),
-    # ci: λ chosen over 2 folds (full: 5; the folds' eigendecompositions were most of the
-    # default book's time; at 10 of 10 layers sampled 2 folds chose the same λ as 3); the
-    # budget selected on 2 windows and checked on 6 (the single-layer sweep over the select
-    # windows was its next cost; batch 8 is still timed on 8 windows); 2 timing rounds (the
-    # speed figures are full's, shown beside)
-    "ci": dict(**_split("ci"), rf_width=0, rf_seeds=1, cv_folds=2, n_perm=10000, n_boot=1000,
-               select_windows=2, check_windows=6, speed_repeats=2),
-    "full": dict(**_split("full"), rf_width=0, rf_seeds=3, cv_folds=5, n_perm=10000,
-                 n_boot=10000, select_windows=16, check_windows=32, speed_repeats=30),
-    "paper": dict(**_split("paper"), rf_width=0, rf_seeds=3, cv_folds=5, n_perm=10000,
-                  n_boot=10000, select_windows=16, check_windows=32, speed_repeats=30),
+    "smoke": dict(**_split("smoke"), atlas_models="smollm2-135m,gemma3-270m", rf_width=64,
+                  rf_seeds=1, cv_folds=4, n_perm=200, n_boot=100, select_windows=2,
+                  check_windows=2, speed_repeats=1, later_eval_windows=4, later_rf_seeds=1,
+                  later_speed_repeats=1),
+    # ci: SmolLM2 alone (Gemma's part would double the chapter's time; the page says so); λ
+    # chosen over 2 folds (full: 5; the folds' eigendecompositions were most of the default
+    # book's time; at 10 of 10 layers sampled 2 folds chose the same λ as 3); the budget
+    # selected on 2 windows and checked on 6 (the single-layer sweep over the select windows
+    # was its next cost; batch 8 is still timed on 8 windows); 2 timing rounds (the speed
+    # figures are full's, shown beside)
+    "ci": dict(**_split("ci"), atlas_models="smollm2-135m", rf_width=0, rf_seeds=1, cv_folds=2,
+               n_perm=10000, n_boot=1000, select_windows=2, check_windows=6, speed_repeats=2,
+               later_eval_windows=2, later_rf_seeds=1, later_speed_repeats=2),
+    "full": dict(**_split("full"), atlas_models="smollm2-135m,gemma3-270m", rf_width=0,
+                 rf_seeds=3, cv_folds=5, n_perm=10000, n_boot=10000, select_windows=16,
+                 check_windows=32, speed_repeats=30, later_eval_windows=32, later_rf_seeds=1,
+                 later_speed_repeats=10),
+    "paper": dict(**_split("paper"), atlas_models=_split("paper")["models"], rf_width=0,
+                  rf_seeds=3, cv_folds=5, n_perm=10000, n_boot=10000, select_windows=16,
+                  check_windows=32, speed_repeats=30, later_eval_windows=100, later_rf_seeds=3,
+                  later_speed_repeats=30),
 }
+
+
+def atlas_models(S: dict) -> list[str]:
+    """The atlas's models, chapter 03's first."""
+    return [m for m in S["atlas_models"].split(",") if m]
+
+
+def model_settings(S: dict, i: int) -> dict:
+    """The settings model `i` of the atlas is measured with: the run's, with the `later_*`
+    ones in place of theirs for every model after the first."""
+    if i == 0:
+        return S
+    return {**S, **{k: S[f"later_{k}"] for k in ("eval_windows", "rf_seeds", "speed_repeats")}}
+
 
 #: The lenses, in the atlas's order: (name, chapter, what a high value means).
 LENSES = (("linear cost", "03", "the ridge surrogate costs more perplexity"),
@@ -71,6 +97,15 @@ def mlp_width(model) -> int:
             or 4 * c.hidden_size)
 
 
+def activation(mlp):
+    """The MLP's own nonlinearity σ, which its random features use (SmolLM2's SiLU, Gemma's
+    tanh-approximated GELU; GPT-2 and GPT-NeoX keep it as `act`)."""
+    act = getattr(mlp, "act_fn", None) or getattr(mlp, "act", None)
+    if act is None:
+        raise ValueError(f"{type(mlp).__name__} names no activation (act_fn or act)")
+    return act
+
+
 @timing.timed("random features: capture")
 def capture_fit(model, fit_w: torch.Tensor, S: dict) -> dict:
     """Every MLP's inputs and outputs over the fit windows, position 0 left out (as chapter
@@ -83,12 +118,13 @@ def capture_fit(model, fit_w: torch.Tensor, S: dict) -> dict:
 
 
 @timing.timed("random features: fit")
-def fit_random_features(pairs: dict, width: int, seed: int, lams: dict) -> dict:
+def fit_random_features(pairs: dict, width: int, seed: int, lams: dict, acts: dict) -> dict:
     """Per layer, a `RandomFeatureSurrogate` of `width` units drawn from `seed` (and the
-    layer), its read-out fit by ridge on that layer's (X, Y) with the layer's λ in `lams`
-    (a number, or `random_features.CV`: chosen by cross-validation over windows)."""
+    layer), σ the layer's own activation (`acts`), its read-out fit by ridge on that layer's
+    (X, Y) with the layer's λ in `lams` (a number, or `random_features.CV`: chosen by
+    cross-validation over windows)."""
     return {l: random_features.fit_random_features(X, Y, width, seed=seed + 1000 * l,
-                                                   lam=lams[l])
+                                                   lam=lams[l], activation=acts[l])
             for l, (X, Y) in pairs.items()}
 
 
@@ -123,7 +159,7 @@ def measure(model, spans: dict, S: dict, progress=None) -> dict:
     held = capture_fit(model, eval_w, S)  # the same layers' pairs on held-out windows
     r2_rf, r2_held, lams = {}, {}, cv_lambdas(pairs, fit_w, S)
     for s in rf_draws(S):
-        rf = fit_random_features(pairs, width, s, lams)
+        rf = fit_random_features(pairs, width, s, lams, {l: activation(mlp[l]) for l in pairs})
         variants[f"rf{s}"] = {l: surrogates.KeepFirst(mlp[l], f) for l, f in rf.items()}
         if not r2_rf:  # the first draw: λ by cross-validation (the other draws reuse it), its
             cv = {l: f.cv for l, f in rf.items()}  # fit R² and held-out R² (over-fit?)
@@ -162,9 +198,10 @@ def _read(stem: str, S: dict, results_dir) -> dict | None:
         return None
 
 
-def lenses(measured: dict, S: dict, results_dir=None) -> dict:
-    """{lens: {"values": per layer (None where not measured), "source": text}}."""
-    name = S["models"].split(",")[0]
+def lenses(measured: dict, S: dict, results_dir=None, name: str | None = None) -> dict:
+    """{lens: {"values": per layer (None where not measured), "source": text}} of model `name`
+    (default: the atlas's first; the other chapters measure that one alone)."""
+    name = name or atlas_models(S)[0]
     rows = measured["per_layer"]
     out = {"linear cost": [r["linear"] for r in rows],
            "random-feature recovery": [r["recovered"] for r in rows]}
@@ -253,9 +290,11 @@ def _installed(mods: dict, config: dict) -> dict:
 
 
 @timing.timed("budget: options and path")
-def choose(model, mods: dict, select: torch.Tensor, S: dict, progress=None) -> tuple:
-    """Every layer alone in each state on the select windows (one sweep: its cost, the share
-    its gate routes, the FLOPs it removes); the greedy path over those options
+def choose(model, mods: dict, select: torch.Tensor, S: dict, progress=None,
+           budgets: tuple = BUDGETS) -> tuple:
+    """Every layer alone in each state on the select windows (one sweep: its cost with an
+    interval over windows, the share its gate routes, the FLOPs it removes); the greedy path
+    over those options
     (`budget.greedy_path`), the combined model measured on the select windows after every move
     (its cost with a bootstrap interval over windows) until its cost passes STOP × the largest
     budget; per budget, the longest prefix whose *upper* bound stays under it (`chosen`: a
@@ -275,6 +314,8 @@ def choose(model, mods: dict, select: torch.Tensor, S: dict, progress=None) -> t
             o = budget.Option(l, state, ev.cost(state, l), fl.removed(state, routed, T))
             opts.append(o)
             row[state] = o.cost
+            row[f"{state}_ci"] = list(bootstrap_cost(ev.baseline, ev.linear[state][l],
+                                                     S["n_boot"], S["seed"]))
         per_layer.append(row)
     path = budget.greedy_path(opts)
     steps, base = [], ev.baseline
@@ -285,13 +326,13 @@ def choose(model, mods: dict, select: torch.Tensor, S: dict, progress=None) -> t
         steps.append({"layer": path[k - 1].layer, "state": path[k - 1].state, "cost": m["cost"],
                       "ci": list(m["ci"]), "predicted": sum(o.cost for o in cfg.values()),
                       "mlp_kept": 1 - sum(o.flops for o in cfg.values()) / (L * fl.mlp)})
-        if m["cost"] > STOP * max(BUDGETS):
+        if m["cost"] > STOP * max(budgets):
             break
     return {"per_layer": per_layer, "path": steps, "moves": len(path),
             "chosen": {str(b): budget.longest_under([s["ci"][1] for s in steps], b)
-                       for b in BUDGETS},
+                       for b in budgets},
             "chosen_point": {str(b): budget.longest_under([s["cost"] for s in steps], b)
-                             for b in BUDGETS},
+                             for b in budgets},
             "baseline_ppl": perplexity(base), "tokens": int(select[:, 1:].numel())}, path
 
 

@@ -1,0 +1,1 @@
+"""Commands that apply the book's methods to a reader's own model (`nlbudget budget`)."""
