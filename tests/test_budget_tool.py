@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM
 
 from nlbudget import capture, cli, gating, surrogates
 from nlbudget.assets import corpora, models
+from nlbudget.chapters.ch07_budget_atlas import study as ch07
 from nlbudget.errors import ParameterError
 from nlbudget.tools import budget as tool
 
@@ -111,8 +112,6 @@ def test_a_saved_model_with_gated_and_linear_layers_reloads_to_the_same_logits(t
     fits, _ = surrogates.fit_layers(lm, ids, skip_first=True)
     X = torch.randn(200, 32, generator=torch.Generator().manual_seed(2))
     gates = {l: gating.fit_gate("linear", X, X[:, 0] > 0) for l in fits}
-    from nlbudget.chapters.ch07_budget_atlas import study as ch07
-
     mods = ch07.modules(lm, fits, gates)
     plan = {"budgets": {"0.5": {"states": {"0": "linear", "1": "gated", "2": "full"}}}}
     tool.save_model(tmp_path / "model", plan, mods, lm, tokenizer)

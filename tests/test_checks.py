@@ -389,7 +389,8 @@ FIGURES = {
     "05": {"width_per_d": {"4": [10, 900, 2_000_000]}},
     "06": {"studies": {"m": {"base": {"step0_identical": True},
                              "lora": {"step0_identical": False}}}},
-    "07": {"measured": {"per_layer": [{"lambda_rf": a} for a in (3.0, 0.005, 250.0)]}},
+    "07": {"atlas": {"smollm2-135m": {"measured": {"per_layer": [
+        {"lambda_rf": a} for a in (3.0, 0.005, 250.0)]}}}},
 }
 
 
