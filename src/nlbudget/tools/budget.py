@@ -228,7 +228,7 @@ def run(model: str, corpus: str | None = None, budgets=("1%", "5%"), out="budget
     clock.start("speed: each budget's model timed against the original")
     chosen = {b: {int(l): s for l, s in c["layers"].items()} for b, c in checks.items()
               if c["moves"]}
-    timed = ch07.speed(lm, mods, chosen, {1: held[:1], 8: torch.cat([select, held])[:8]}, S)
+    timed = ch07.speed(lm, mods, chosen, ch07.speed_batches(select, held, S), S)
     clock.end("speed")
     M = {"model": models.label(model), "measured": measured,
          "budget": {"choice": choice, "checks": checks, "windows": corpora.describe(win),

@@ -39,14 +39,16 @@ def _split(profile: str) -> dict:
 # first draw; the others reuse it); select_windows: where the budget's single-layer costs and
 # its path are measured; check_windows: held out, where the chosen models are measured (and
 # timed, with the select windows: batch 8 needs 8 windows); speed_repeats: paired timing rounds
-# (`budget.realized`; ≥ 30 where the speed figures are decided); later_*: eval_windows,
-# rf_seeds and speed_repeats for the models after the first (Gemma-3-270M's 262k-token head
-# costs six times SmolLM2's a token, and every sweep ends in it: `model_settings`)
+# (`budget.realized`; ≥ 30 where the speed figures are decided); speed_batches: the batch
+# sizes timed (`speed_batches`); later_*: eval_windows, rf_seeds, speed_repeats and
+# speed_batches for the models after the first (Gemma-3-270M's 262k-token head costs six times
+# SmolLM2's a token, and every sweep ends in it: `model_settings`; a batch of 8 windows takes
+# it ~20 s a forward pass here, so it is timed at batch 1 alone)
 SETTINGS = {
     "smoke": dict(**_split("smoke"), atlas_models="smollm2-135m,gemma3-270m", rf_width=64,
                   rf_seeds=1, cv_folds=4, n_perm=200, n_boot=100, select_windows=2,
-                  check_windows=2, speed_repeats=1, later_eval_windows=4, later_rf_seeds=1,
-                  later_speed_repeats=1),
+                  check_windows=2, speed_repeats=1, speed_batches="1,8", later_eval_windows=4,
+                  later_rf_seeds=1, later_speed_repeats=1, later_speed_batches="1"),
     # ci: SmolLM2 alone (Gemma's part would double the chapter's time; the page says so); λ
     # chosen over 2 folds (full: 5; the folds' eigendecompositions were most of the default
     # book's time; at 10 of 10 layers sampled 2 folds chose the same λ as 3); the budget
@@ -55,15 +57,16 @@ SETTINGS = {
     # figures are full's, shown beside)
     "ci": dict(**_split("ci"), atlas_models="smollm2-135m", rf_width=0, rf_seeds=1, cv_folds=2,
                n_perm=10000, n_boot=1000, select_windows=2, check_windows=6, speed_repeats=2,
-               later_eval_windows=2, later_rf_seeds=1, later_speed_repeats=2),
+               speed_batches="1,8", later_eval_windows=2, later_rf_seeds=1,
+               later_speed_repeats=2, later_speed_batches="1"),
     "full": dict(**_split("full"), atlas_models="smollm2-135m,gemma3-270m", rf_width=0,
                  rf_seeds=3, cv_folds=5, n_perm=10000, n_boot=10000, select_windows=16,
-                 check_windows=32, speed_repeats=30, later_eval_windows=32, later_rf_seeds=1,
-                 later_speed_repeats=10),
+                 check_windows=32, speed_repeats=30, speed_batches="1,8", later_eval_windows=32,
+                 later_rf_seeds=1, later_speed_repeats=10, later_speed_batches="1"),
     "paper": dict(**_split("paper"), atlas_models=_split("paper")["models"], rf_width=0,
                   rf_seeds=3, cv_folds=5, n_perm=10000, n_boot=10000, select_windows=16,
-                  check_windows=32, speed_repeats=30, later_eval_windows=100, later_rf_seeds=3,
-                  later_speed_repeats=30),
+                  check_windows=32, speed_repeats=30, speed_batches="1,8", later_eval_windows=100,
+                  later_rf_seeds=3, later_speed_repeats=30, later_speed_batches="1,8"),
 }
 
 
@@ -77,7 +80,16 @@ def model_settings(S: dict, i: int) -> dict:
     ones in place of theirs for every model after the first."""
     if i == 0:
         return S
-    return {**S, **{k: S[f"later_{k}"] for k in ("eval_windows", "rf_seeds", "speed_repeats")}}
+    return {**S, **{k: S[f"later_{k}"] for k in ("eval_windows", "rf_seeds", "speed_repeats",
+                                                  "speed_batches")}}
+
+
+def speed_batches(select: torch.Tensor, held: torch.Tensor, S: dict) -> dict:
+    """The batches the speed is timed on ({size: windows}): batch 1 a held-out window, larger
+    batches the select windows then the held-out ones (`speed_batches`)."""
+    both = torch.cat([select, held])
+    return {b: held[:1] if b == 1 else both[:b]
+            for b in (int(x) for x in str(S["speed_batches"]).split(","))}
 
 
 #: The lenses, in the atlas's order: (name, chapter, what a high value means).
