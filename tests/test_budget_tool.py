@@ -184,3 +184,12 @@ def test_an_unwritable_output_a_missing_gguf_and_a_bad_profile_are_refused(tmp_p
         tool.run(str(tmp_path / "missing.gguf"), out=tmp_path / "o")
     with pytest.raises(ParameterError, match="not one of smoke, ci, full"):
         tool.run("smollm2-135m", out=tmp_path / "o", profile="huge")
+
+
+@pytest.mark.assets
+def test_a_gguf_by_path_is_read_for_its_architecture_before_its_weights(no_weights):
+    """A .gguf given by path: its architecture read from the file's metadata (`gguf`), before
+    any weights load."""
+    assert tool.model_type(str(models.fetch_gguf("smollm2-135m"))) == "llama"
+    assert tool.model_type(str(models.fetch_gguf("gemma3-270m"))) == "gemma3_text"
+    assert tool.model_type("gemma3-270m") == "gemma3_text"

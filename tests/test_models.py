@@ -205,3 +205,20 @@ def test_gemma3_loads_offline_with_its_hash_checked():
     with torch.no_grad():
         loss = model(ids, labels=ids).loss.float()
     assert 0.5 < loss.exp() < 500  # a trained model (vocab 262k), not random init
+
+
+@pytest.mark.assets
+def test_a_gguf_by_path_loads_with_its_derived_files_in_the_cache(isolated_cache, tmp_path):
+    """A .gguf given by path loads; its de-quantized weights and tokenizer go to the cache
+    (keyed by its hash), never beside the file."""
+    import shutil
+
+    src = models.fetch_gguf("smollm2-135m", cache=tmp_path / "real")
+    mine = tmp_path / "mine" / "model.gguf"
+    mine.parent.mkdir()
+    shutil.copy(src, mine)
+    model, tok = models.load(str(mine))
+    assert model.config.model_type == "llama" and len(tok) > 1000
+    assert sorted(p.name for p in mine.parent.iterdir()) == ["model.gguf"]
+    local = sorted(p.name.split("-")[0] for p in (isolated_cache / "models" / "local").iterdir())
+    assert local == ["dequantized", "tokenizer"]
