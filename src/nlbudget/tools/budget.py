@@ -142,7 +142,9 @@ class Stages:
     reads what it computed before and a changed input computes it again."""
 
     def __init__(self, out: Path, *parts):
-        self.dir, self.key = out / ".stages", memo.key("budget-tool", *parts)
+        code = [Path(m.__file__).read_bytes() for m in (ch07, ch03, gating)] + [
+            Path(__file__).read_bytes()]  # the method's code, beside memo's own (`memo.CODE`)
+        self.dir, self.key = out / ".stages", memo.key("budget-tool", *parts, *code)
 
     def get(self, stage: str, compute):
         f = self.dir / f"{stage}-{self.key[:16]}.pt"
