@@ -41,9 +41,10 @@ def _split(profile: str) -> dict:
 # timed, with the select windows: batch 8 needs 8 windows); speed_repeats: paired timing rounds
 # (`budget.realized`; ≥ 30 where the speed figures are decided); speed_batches: the batch
 # sizes timed (`speed_batches`); later_*: eval_windows, rf_seeds, speed_repeats and
-# speed_batches for the models after the first (Gemma-3-270M's 262k-token head costs six times
-# SmolLM2's a token, and every sweep ends in it: `model_settings`; a batch of 8 windows takes
-# it ~20 s a forward pass here, so it is timed at batch 1 alone)
+# speed_batches for the models after the first (`model_settings`): Gemma-3-270M's 262k-token
+# head costs six times SmolLM2's a token and every sweep ends in it, so at full it is measured
+# on as many evaluation windows as SmolLM2 (64, its lenses as tight) but with one random draw,
+# and timed over 10 rounds at batch 1 alone (a forward pass of 8 windows takes ~20 s here)
 SETTINGS = {
     "smoke": dict(**_split("smoke"), atlas_models="smollm2-135m,gemma3-270m", rf_width=64,
                   rf_seeds=1, cv_folds=4, n_perm=200, n_boot=100, select_windows=2,
@@ -61,7 +62,7 @@ SETTINGS = {
                later_speed_repeats=2, later_speed_batches="1"),
     "full": dict(**_split("full"), atlas_models="smollm2-135m,gemma3-270m", rf_width=0,
                  rf_seeds=3, cv_folds=5, n_perm=10000, n_boot=10000, select_windows=16,
-                 check_windows=32, speed_repeats=30, speed_batches="1,8", later_eval_windows=32,
+                 check_windows=32, speed_repeats=30, speed_batches="1,8", later_eval_windows=64,
                  later_rf_seeds=1, later_speed_repeats=10, later_speed_batches="1"),
     "paper": dict(**_split("paper"), atlas_models=_split("paper")["models"], rf_width=0,
                   rf_seeds=3, cv_folds=5, n_perm=10000, n_boot=10000, select_windows=16,
