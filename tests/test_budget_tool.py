@@ -193,3 +193,23 @@ def test_a_gguf_by_path_is_read_for_its_architecture_before_its_weights(no_weigh
     assert tool.model_type(str(models.fetch_gguf("smollm2-135m"))) == "llama"
     assert tool.model_type(str(models.fetch_gguf("gemma3-270m"))) == "gemma3_text"
     assert tool.model_type("gemma3-270m") == "gemma3_text"
+
+
+def test_windows_start_with_bos_where_the_tokenizer_puts_one():
+    """Gemma's tokenizer starts a text with <bos> (without it the model's perplexity is several
+    times higher): its windows start with it; SmolLM2's puts none: its windows are untouched."""
+    w = torch.arange(12).view(2, 6)
+    spans = {"eval": corpora.MixedSpan(w, [0], ["x"])}
+
+    got = ch07.with_bos(spans, _Tok(2, True))["eval"].windows
+    assert got.tolist() == [[2, 0, 1, 2, 3, 4], [2, 6, 7, 8, 9, 10]]
+    assert ch07.with_bos(spans, _Tok(1, False))["eval"].windows is w
+    assert ch07.with_bos(spans, _Tok(None, False))["eval"].windows is w
+
+
+class _Tok:
+    def __init__(self, bos, adds):
+        self.bos_token_id, self.adds = bos, adds
+
+    def __call__(self, text):
+        return {"input_ids": ([self.bos_token_id] if self.adds else []) + [81]}

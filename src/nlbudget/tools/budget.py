@@ -202,8 +202,8 @@ def run(model: str, corpus: str | None = None, budgets=("1%", "5%"), out="budget
     if kind == "hub" and lm.config.model_type not in capture.LAYOUTS:
         raise ParameterError(f"{model}: architecture {lm.config.model_type!r} has no MLP "
                              f"layout the method knows; known: {', '.join(capture.LAYOUTS)}")
-    spans = ch03.windows(S, text, tok)
-    win = ch07.budget_windows(spans, S, text, tok)
+    spans = ch07.with_bos(ch03.windows(S, text, tok), tok)
+    win = ch07.with_bos(ch07.budget_windows(spans, S, text, tok), tok)
     select, held = win["select"].windows, win["check"].windows
     L = len(capture.mlps(lm))
     stages, clock = Stages(out, lm, {k: v.windows for k, v in {**spans, **win}.items()}, S,
@@ -381,6 +381,6 @@ def held_out_ppl(lm, plan: dict, tok, corpus=None) -> float:
     """The budgeted model's perplexity on the run's held-out windows (as `plan` records them)."""
     S = plan["settings"]
     text = text_corpus(corpus)
-    spans = ch03.windows(S, text, tok)
-    win = ch07.budget_windows(spans, S, text, tok)
+    spans = ch07.with_bos(ch03.windows(S, text, tok), tok)
+    win = ch07.with_bos(ch07.budget_windows(spans, S, text, tok), tok)
     return perplexity(eval_nll(lm, win["check"].windows, S["batch_size"]))

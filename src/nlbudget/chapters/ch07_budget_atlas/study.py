@@ -71,6 +71,18 @@ SETTINGS = {
 }
 
 
+def with_bos(spans: dict, tok) -> dict:
+    """The windows as the model's tokenizer starts a text: where it puts a BOS token first
+    (Gemma, whose perplexity on windows without it is several times higher), each window
+    starts with that token and the rest moves right by one (its last token dropped); where it
+    puts none (SmolLM2), the windows as they are."""
+    bos, first = tok.bos_token_id, tok("a")["input_ids"]
+    if bos is None or not first or first[0] != bos:
+        return spans
+    return {k: s._replace(windows=torch.cat([torch.full_like(s.windows[:, :1], bos),
+                                             s.windows[:, :-1]], 1)) for k, s in spans.items()}
+
+
 def atlas_models(S: dict) -> list[str]:
     """The atlas's models, chapter 03's first."""
     return [m for m in S["atlas_models"].split(",") if m]
