@@ -183,6 +183,13 @@ def _weights(S: dict, L: int) -> dict[str, float]:
             "speed": 9 * S["speed_repeats"] * (4 + len(S["budgets"]))}
 
 
+def windows(S: dict, text, tok) -> tuple[dict, dict]:
+    """Chapter 03's fit and evaluation windows and chapter 07's select and check windows of
+    `text`, each starting as the tokenizer starts a text (`ch07.with_bos`)."""
+    spans = ch07.with_bos(ch03.windows(S, text, tok), tok)
+    return spans, ch07.with_bos(ch07.budget_windows(spans, S, text, tok), tok)
+
+
 def _bar(total: int, desc: str, on: bool):
     return tqdm(total=total, desc=desc, mininterval=10, disable=not on)
 
@@ -202,8 +209,7 @@ def run(model: str, corpus: str | None = None, budgets=("1%", "5%"), out="budget
     if kind == "hub" and lm.config.model_type not in capture.LAYOUTS:
         raise ParameterError(f"{model}: architecture {lm.config.model_type!r} has no MLP "
                              f"layout the method knows; known: {', '.join(capture.LAYOUTS)}")
-    spans = ch07.with_bos(ch03.windows(S, text, tok), tok)
-    win = ch07.with_bos(ch07.budget_windows(spans, S, text, tok), tok)
+    spans, win = windows(S, text, tok)
     select, held = win["select"].windows, win["check"].windows
     L = len(capture.mlps(lm))
     stages, clock = Stages(out, lm, {k: v.windows for k, v in {**spans, **win}.items()}, S,
@@ -381,6 +387,4 @@ def held_out_ppl(lm, plan: dict, tok, corpus=None) -> float:
     """The budgeted model's perplexity on the run's held-out windows (as `plan` records them)."""
     S = plan["settings"]
     text = text_corpus(corpus)
-    spans = ch07.with_bos(ch03.windows(S, text, tok), tok)
-    win = ch07.with_bos(ch07.budget_windows(spans, S, text, tok), tok)
-    return perplexity(eval_nll(lm, win["check"].windows, S["batch_size"]))
+    return perplexity(eval_nll(lm, windows(S, text, tok)[1]["check"].windows, S["batch_size"]))
