@@ -1037,6 +1037,45 @@ def test_ch07_lenses_relate_over_both_models_by_within_model_ranks():
     assert c.verdict == R and "over 30 layers;" in c.measured
 
 
+def test_ch07_the_recovery_relation_weighs_the_lens_noise_and_the_read_out_control():
+    """The recovery lens's noise comes from its stored interval against the linear surrogate
+    (se(d) · (1 + c) / c); a lens whose noise swamps its spread across layers, or a read-out
+    that over-fits (the random-feature claim's control), decides nothing, however clear ρ."""
+    S = {**settings(c7), "n_perm": 500}
+    rng = np.random.default_rng(3)
+    up30, up18 = list(0.01 + 0.002 * np.arange(30)), list(0.05 + 0.01 * np.arange(18))
+
+    def same(rf_iv=(-0.0015, -0.001)):
+        F = f07(lin=up30, rf_iv=rf_iv,
+                more=[dict(lin=up18, L=18, rf_iv=rf_iv,
+                           recovery=list(0.02 * np.arange(18) + rng.normal(0, 0.01, 18)))])
+        first07(F)["lenses"]["random-feature recovery"]["values"] = list(
+            0.01 * np.arange(30) + rng.normal(0, 0.005, 30))
+        for M in F["atlas"].values():
+            M["measured"]["family_level"] = 0.95
+        return F
+
+    F = same()
+    se = c7.recovery_se(first07(F))
+    z = sps.norm.ppf(0.975)
+    assert se[0] == pytest.approx(0.0005 / (2 * z) * 1.01 / 0.01)
+    assert c7.recovery_se({"measured": {"per_layer": []}}) is None  # no level: no se
+    c = c7.claim_linear_vs_recovery(F, S)
+    assert c.verdict == R and c.positive_control["passed"] is True, c.reason
+    assert "recovery: no interval recorded" not in c.positive_control["measured"]
+    assert "se" not in first07(F)["lenses"]["random-feature recovery"]  # the figures untouched
+    # the same ranks, measured through an interval 40× wider: noise swamps the spread
+    c = c7.claim_linear_vs_recovery(same(rf_iv=(-0.02, 0.0)), S)
+    assert c.verdict == INC and c.positive_control["passed"] is False, c.reason
+    assert "not noise" in c.positive_control["what"]
+    # the same relation, one model's read-out over-fitting
+    F = same()
+    F["atlas"]["model-0"]["measured"]["per_layer"][5]["r2_rf_held_out"] = 0.5
+    c = c7.claim_linear_vs_recovery(F, S)
+    assert c.verdict == INC and c.positive_control["passed"] is False
+    assert "over-fit" in c.positive_control["measured"]
+
+
 SAMPLES = {"01": lambda: (f01(), settings(c1)),
            "02": lambda: (f02(**WORSE, **ACC_WORSE, **GATES), settings(c2)),
            "03": lambda: (f03([0.01] * 30), settings(c3)),

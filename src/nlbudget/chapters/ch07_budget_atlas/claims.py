@@ -219,17 +219,19 @@ def layer_ranks(values: list) -> np.ndarray:
     return out
 
 
-def relate_pooled(F, S, a: str, b: str, cid: str) -> Claim:
+def relate_pooled(F, S, a: str, b: str, cid: str,
+                  positive: controls.Control | None = None) -> Claim:
     """Lenses `a` and `b` relate across the layers of every model in the atlas: Spearman ρ of
     their within-model ranks (`layer_ranks`) pooled over the models, with a Fisher-z interval
     over all layers, and a one-sided permutation test that permutes layers within each model
     (the control: no association inside any model; the models' different scales cannot make
     one). The rule as `relate`'s, its noise correction the layer-weighted mean of the models'
-    reliabilities. With one model it is `relate`."""
+    reliabilities, its positive control the lenses' reliability joined with `positive`. With
+    one model it is `relate`."""
     Ms = [M for M in models_of(F) if M["lenses"][a]["values"] is not None
           and M["lenses"][b]["values"] is not None]
     if len(Ms) < 2:
-        return relate(models_of(F)[0], S, a, b, cid)
+        return relate(models_of(F)[0], S, a, b, cid, positive)
     xs, ys = zip(*((layer_ranks(M["lenses"][a]["values"]), layer_ranks(M["lenses"][b]["values"]))
                    for M in Ms))
     oks = [np.isfinite(x) & np.isfinite(y) for x, y in zip(xs, ys)]
@@ -256,6 +258,7 @@ def relate_pooled(F, S, a: str, b: str, cid: str) -> Claim:
         dec = Decision(INCONCLUSIVE, f"ρ's interval (corrected for the lenses' noise) holds "
                        f"{MIN_RHO:g}")
     noise = [c for c in (lenses_reliable(M, (a, b)) for M in Ms) if c is not None]
+    noise += [positive] if positive is not None else []
     return decided(cid, dec, measured=f"{a} against {b}: {text}",
                    positive=controls.joined(*noise) if noise else
                    controls.none_needed("two measured lenses, nothing fitted to relate them"),
@@ -284,12 +287,45 @@ def claim_linear_vs_routing(F, S) -> Claim:
     return relate(M, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing", positive)
 
 
+def recovery_se(M) -> list | None:
+    """The recovery lens's standard error per layer, from the stored interval of random
+    features' change against the linear surrogate, d = ppl_rf / ppl_lin − 1 (at the family
+    level `measured` records): the share recovered is 1 − c_rf / c_lin = −d · (1 + c_lin) /
+    c_lin, so se ≈ se(d) · (1 + c_lin) / c_lin, the linear cost taken as exact (its own interval
+    is the linear-cost lens's). None where the family level was not recorded; None at a layer
+    whose linear cost is not positive (no recovery measured there)."""
+    m = M["measured"]
+    if m.get("family_level") is None:
+        return None
+    z = float(sps.norm.ppf(0.5 + m["family_level"] / 2))
+    return [(r["rf_vs_linear_ci_family"][1] - r["rf_vs_linear_ci_family"][0]) / (2 * z) *
+            (1 + r["linear"]) / r["linear"] if r["linear"] > 0 else None
+            for r in m["per_layer"]]
+
+
+def with_recovery_noise(M) -> dict:
+    """Model figures `M` with the recovery lens's noise (`recovery_se`) where the study did not
+    record one; `M` itself is left as it is."""
+    lens = M["lenses"]["random-feature recovery"]
+    se = recovery_se(M)
+    if "se" in lens or se is None:
+        return M
+    return {**M, "lenses": {**M["lenses"], "random-feature recovery": {**lens, "se": se}}}
+
+
 def claim_linear_vs_recovery(F, S) -> Claim:
     """The book's question across P2 and P3, over every model of the atlas: where a layer is
     costlier to linearize, does a fixed random nonlinearity recover more of that cost
-    (`relate_pooled`)?"""
-    return relate_pooled(F, S, "linear cost", "random-feature recovery",
-                         "BOOK.V.linear-vs-recovery")
+    (`relate_pooled`)? The recovery lens's noise comes from its stored intervals
+    (`recovery_se`), and the lens is the random-feature claim's measurement, so that claim's
+    positive control is this one's too: a read-out that over-fits measures its fit tokens, not
+    what a random nonlinearity recovers (`read_out_generalises`, every model)."""
+    Ms = {k: with_recovery_noise(M) for k, M in F["atlas"].items()}
+    fits = controls.joined(*(read_out_generalises(M["measured"]["per_layer"],
+                                                  M["measured"]["fit_tokens"])
+                             for M in Ms.values()))
+    return relate_pooled({**F, "atlas": Ms}, S, "linear cost", "random-feature recovery",
+                         "BOOK.V.linear-vs-recovery", positive=fits)
 
 
 CLAIMS = (claim_rf_recovers, claim_linear_vs_asymmetry, claim_linear_vs_routing,
