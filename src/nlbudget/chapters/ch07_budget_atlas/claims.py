@@ -91,8 +91,7 @@ def claim_rf_recovers(F, S) -> Claim:
     dec = share_of(iv, share=LAYER_SHARE,
                    what=f"random features' gain over the linear surrogate beyond "
                    f"{RECOVER:.0%} of its cost")
-    positive = controls.joined(*(read_out_generalises(M["measured"]["per_layer"],
-                                                      M["measured"]["fit_tokens"]) for M in Ms))
+    positive = read_outs_generalise(Ms)
     per_model = "; ".join(f"{M['model']}: median {np.median(_recovered(M)):+.0%}" for M in Ms)
     rec = [r["recovered"] for r in rows if r["recovered"] is not None]
     return decided("BOOK.V.random-features-recover", dec, positive=positive,
@@ -103,6 +102,12 @@ def claim_rf_recovers(F, S) -> Claim:
                    control="the linear surrogate of the same layer on the same tokens",
                    needs="more evaluation windows (the corrected intervals are wider than the "
                    "margin)", scale=_scale(F), kind="book")
+
+
+def read_outs_generalise(Ms) -> controls.Control:
+    """`read_out_generalises` for every model's figures in `Ms`, joined."""
+    return controls.joined(*(read_out_generalises(M["measured"]["per_layer"],
+                                                  M["measured"]["fit_tokens"]) for M in Ms))
 
 
 def _recovered(M) -> list:
@@ -257,10 +262,9 @@ def relate_pooled(F, S, a: str, b: str, cid: str,
     else:
         dec = Decision(INCONCLUSIVE, f"ρ's interval (corrected for the lenses' noise) holds "
                        f"{MIN_RHO:g}")
-    noise = [c for c in (lenses_reliable(M, (a, b)) for M in Ms) if c is not None]
-    noise += [positive] if positive is not None else []
+    checks = [c for c in (*(lenses_reliable(M, (a, b)) for M in Ms), positive) if c is not None]
     return decided(cid, dec, measured=f"{a} against {b}: {text}",
-                   positive=controls.joined(*noise) if noise else
+                   positive=controls.joined(*checks) if checks else
                    controls.none_needed("two measured lenses, nothing fitted to relate them"),
                    control="no association across layers within any model (permutation test "
                    "within models)", needs=layers_to_decide(rho, sum(n)), scale=_scale(F),
@@ -321,11 +325,8 @@ def claim_linear_vs_recovery(F, S) -> Claim:
     positive control is this one's too: a read-out that over-fits measures its fit tokens, not
     what a random nonlinearity recovers (`read_out_generalises`, every model)."""
     Ms = {k: with_recovery_noise(M) for k, M in F["atlas"].items()}
-    fits = controls.joined(*(read_out_generalises(M["measured"]["per_layer"],
-                                                  M["measured"]["fit_tokens"])
-                             for M in Ms.values()))
     return relate_pooled({**F, "atlas": Ms}, S, "linear cost", "random-feature recovery",
-                         "BOOK.V.linear-vs-recovery", positive=fits)
+                         "BOOK.V.linear-vs-recovery", positive=read_outs_generalise(Ms.values()))
 
 
 CLAIMS = (claim_rf_recovers, claim_linear_vs_asymmetry, claim_linear_vs_routing,
