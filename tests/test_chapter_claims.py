@@ -3,6 +3,7 @@ return, an input with no effect is never `reproduced`, and the control is actual
 (changing only the control changes the verdict)."""
 
 import copy
+import importlib
 
 import numpy as np
 import pytest
@@ -183,11 +184,17 @@ def test_ch02_language_modelling(lm, v):
     assert verdict(c2.claim_lm, F, S) == NRUN
 
 
-def test_ch02_language_models_with_their_later_mlps_off_decide_nothing():
+def test_ch02_language_models_with_their_later_mlps_off_decide_no_null():
     S = settings(c2)
     F = f02(**WORSE, **ACC_WORSE, **GATES)
     assert verdict(c2.claim_lm, F, S) == R
     F["lm_later_mlps"]["gated-silu"][1] = 0.01  # one seed's second layer switched off
+    # switched-off MLPs can only hide a difference between the forms: a difference found
+    # stands (and says what failed), no difference found is blocked
+    c = c2.claim_lm(F, S)
+    assert c.verdict == R and "later MLPs" in c.note and c.positive_control["passed"] is False
+    lm = F["lm_val_ppl"]
+    lm["symmetric-silu"], lm["gated-silu"] = lm["gated-silu"], lm["symmetric-silu"]
     c = c2.claim_lm(F, S)
     assert c.verdict == INC and "later MLPs" in c.needs
     del F["lm_later_mlps"]
@@ -261,20 +268,39 @@ def f03(costs, seq_mid=0.01, par_mid=0.02, ablation=5.0, lin=(140.0, 130.0), ctl
     return F
 
 
+def book(c):
+    """The verdict of the book's own experiment in a paper row (its transfer or reproduction),
+    in the rule's words."""
+    e = c.evidence.get("transfer") or c.evidence["reproduction"]
+    return {TR: R, DNT: NR}.get(e["verdict"], e["verdict"])
+
+
 def test_ch03_layers_linearizable():
     S = settings(c3)
-    assert verdict(c3.claim_layers_linearizable, f03([0.01] * 30), S) == R
-    assert verdict(c3.claim_layers_linearizable, f03([0.10] * 30), S) == NR
-    assert verdict(c3.claim_layers_linearizable, f03([0.03] * 30), S) == INC  # on the line
+    assert book(c3.claim_layers_linearizable(f03([0.01] * 30), S)) == R
+    assert book(c3.claim_layers_linearizable(f03([0.10] * 30), S)) == NR
+    assert book(c3.claim_layers_linearizable(f03([0.03] * 30), S)) == INC  # on the line
+    # the author's files, on their points over the 23 layers the paper counts: 16 of 23
+    # (69.6 %) is the text's "70 %" to its precision — a consistency check
+    c = c3.claim_layers_linearizable(f03([0.10] * 30), S)
+    a = c.evidence["authors' data"]
+    assert a["reads"] == "points" and a["verdict"] == R
+    assert "23 layers the paper counts" in a["measured"] and "16 below 3 %" in a["measured"]
+    assert c.verdict == R and c.shows == "consistency check"
 
 
 def test_ch03_negative_regularization_is_a_proportion():
     S = settings(c3)
-    assert verdict(c3.claim_negative_regularization, f03([0.01] * 29 + [-0.05]), S) == R
+    assert book(c3.claim_negative_regularization(f03([0.01] * 29 + [-0.05]), S)) == R
     # 0 of 30 improve and all are clearly worse: the share lies below the paper's 4 of 23
-    assert verdict(c3.claim_negative_regularization, f03([0.05] * 30), S) == NR
-    assert verdict(c3.claim_negative_regularization, f03([0.0] * 30), S) == INC  # undecided
-    assert verdict(c3.claim_negative_regularization, f03([0.05] * 10), S) == INC  # too few
+    assert book(c3.claim_negative_regularization(f03([0.05] * 30), S)) == NR
+    assert book(c3.claim_negative_regularization(f03([0.0] * 30), S)) == INC  # undecided
+    assert book(c3.claim_negative_regularization(f03([0.05] * 10), S)) == INC  # too few
+    # the book's question asked of the author's points: no all-linear layer of GPT-2 Medium
+    # (of the 23 the paper counts) or Large lies below the baseline
+    c = c3.claim_negative_regularization(f03([0.01] * 30), S)
+    assert c.kind == "book" and c.evidence["authors' data"]["verdict"] == NR
+    assert "0 of 23" in c.evidence["authors' data"]["measured"]
 
 
 def test_ch03_gpt2_large():
@@ -300,13 +326,23 @@ def test_ch03_sequential_vs_parallel_needs_seeds_and_mlps_that_matter():
     for F in (f03([0.01] * 30, par_mid=0.04, seeds=3, middle_ablation=0.01),
               f03([0.01] * 30, seq_mid=0.03, seeds=3, middle_ablation=0.01)):
         c = c3.claim_sequential_vs_parallel(F, S)
-        assert c.verdict == INC and "middle layers' MLPs matter" in c.needs
+        # dead middle layers can only hide a gap: a gap found stands, none found is blocked
+        if c.evidence["reproduction"]["finds"] == "positive":
+            assert c.evidence["reproduction"]["verdict"] == R
+            assert "middle layers' MLPs matter" in c.evidence["reproduction"]["stands"]
+        else:
+            assert c.verdict == INC and "middle layers' MLPs matter" in c.needs
     assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, par_mid=0.04, seeds=3),
                    S) == R
-    assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, seq_mid=0.03, seeds=3),
-                   S) == NR
+    assert verdict(c3.claim_sequential_vs_parallel, f03([0.01] * 30, seq_mid=0.03,
+                                                         par_mid=0.025, seeds=3), S) == NR
+    # …but only where the middle third costs more than the margin: at 1 % or less no gap of
+    # 1 % can show, and "not reproduced" is an artifact of the assay (blocked)
+    c = c3.claim_sequential_vs_parallel(f03([0.01] * 30, seq_mid=0.01, par_mid=0.005,
+                                            seeds=3), S)
+    assert c.verdict == INC and "middle third costs more" in c.needs
     # higher beyond doubt, but by less than the minimum effect: not reproduced
-    F = f03([0.01] * 30, par_mid=0.015, seeds=3)
+    F = f03([0.01] * 30, seq_mid=0.02, par_mid=0.025, seeds=3)
     assert verdict(c3.claim_sequential_vs_parallel, F, S) == NR
     F = f03([0.01] * 30, seeds=3)
     for r, x in zip(F["pair"]["neox-par"]["by_seed"], (0.0, 0.02, 0.05)):
@@ -317,12 +353,18 @@ def test_ch03_sequential_vs_parallel_needs_seeds_and_mlps_that_matter():
 
 def test_ch03_progressive_is_judged_against_the_original_model():
     S = settings(c3)
+    mid = dict(seq_mid=0.03, par_mid=0.04)  # middle thirds that cost more than the margin
+    F = f03([0.01] * 30, lin=(130.0, 120.0), ctl=(120.0, 110.0), seeds=3, **mid)
+    assert book(c3.claim_progressive(F, S)) == R  # below the original, whatever the control
+    # middle layers that cost less than the margin to linearize cannot show a cost: "costs
+    # nothing" is then an artifact of the assay
     F = f03([0.01] * 30, lin=(130.0, 120.0), ctl=(120.0, 110.0), seeds=3)
-    assert verdict(c3.claim_progressive, F, S) == R  # below the original, whatever the control
+    c = c3.claim_progressive(F, S)
+    assert book(c) == INC and "middle third costs more" in c.evidence["reproduction"]["reason"]
     F = f03([0.01] * 30, lin=(160.0, 155.0), ctl=(140.0, 130.0), seeds=3)
-    assert verdict(c3.claim_progressive, F, S) == NR
-    F = f03([0.01] * 30, lin=(130.0, 151.5), ctl=(140.0, 130.0), seeds=3)
-    assert verdict(c3.claim_progressive, F, S) == INC  # one model on the margin
+    assert book(c3.claim_progressive(F, S)) == NR  # a cost found stands, whatever the assay
+    F = f03([0.01] * 30, lin=(130.0, 151.5), ctl=(140.0, 130.0), seeds=3, **mid)
+    assert book(c3.claim_progressive(F, S)) == INC  # one model on the margin
     # one seed: never decided, however large the difference
     assert verdict(c3.claim_progressive, f03([0.01] * 30, lin=(120.0, 110.0)), S) == INC
 
@@ -414,8 +456,11 @@ def test_ch04_routing():
     assert verdict(c4.claim_gate_routing, f04(cost=0.05), S) == NR
     assert verdict(c4.claim_gate_routing, f04(routed=0.1), S) == NR
     assert verdict(c4.claim_gate_routing, f04(cost=0.01, half=0.02), S) == INC
-    # gates at chance held out: no verdict, whatever the costs say
+    # gates at chance held out can only understate what routing saves: cheap routing found
+    # stands (the row says which control failed), costly routing is no verdict
     c = c4.claim_gate_routing(f04(auc=(0.5, 0.48, 0.52)), S)
+    assert c.verdict == TR and "beat chance" in c.evidence["transfer"]["stands"]
+    c = c4.claim_gate_routing(f04(auc=(0.5, 0.48, 0.52), cost=0.05), S)
     assert c.verdict == INC and "beat chance" in c.needs
 
 
@@ -434,8 +479,11 @@ def test_ch04_gate_against_random_routing():
     assert verdict(book, f04(rows=rows), S) == R
     rows = [layer_row(l, random_gain=(0.01, 0.03) if l < 4 else (-0.01, 0.03)) for l in range(10)]
     assert verdict(book, f04(rows=rows), S) == INC
-    # the gate's routing is cheap, but the gates over-fit: no verdict
+    # the gates over-fit: a gate that still beats random routing stands; one that does not
+    # could be a gate fitted badly, so that is no verdict
     c = book(f04(auc_train=0.9), S)
+    assert c.verdict == R and "over-fit" in c.note
+    c = book(f04(auc_train=0.9, random_gain=(-0.03, -0.01)), S)
     assert c.verdict == INC and "over-fit" in c.needs
 
 
@@ -461,20 +509,26 @@ def test_ch04_context_not_token():
     S = settings(c4)
 
     def transfer(F):
-        """The author's own AUC files decide the headline (on their points: context within
-        0.004 of full, token within 0.07 of chance); the transfer is judged beside them."""
+        """The author's own AUC files decide the headline on their points, by the paper's
+        criterion (tex line 139: context ≈ full ≫ token): context within 0.004 of full at every
+        layer holds; full beats token by more than 0.004 at 5 of 7 layers, short of 80 %: partly.
+        The transfer is judged beside them."""
         c = c4.claim_context_not_token(F, S)
-        assert c.verdict == R and c.reason.startswith("authors' data")
+        assert c.verdict == P and c.reason.startswith("authors' data")
+        assert c.parts == {"context ≈ full": R, "full ≫ token": NR}
         return {TR: R, DNT: NR}.get(c.evidence["transfer"]["verdict"],
                                     c.evidence["transfer"]["verdict"])
 
     ok = dict(ctx_diff=(0.0, -0.002, 0.002))  # within the paper's 0.004
     assert transfer(f04(**ok)) == R
-    # the paper's own token-only AUCs (up to 0.568) count as chance
-    assert transfer(f04(**ok, tok_auc=(0.56, 0.55, 0.565))) == R
+    # a token gate as good as the full gate is not "≫": the token part fails (the old rule,
+    # "token within 0.07 of chance", passed it)
+    assert transfer(f04(**ok, tok_auc=(0.56, 0.55, 0.565))) == P
     assert transfer(f04(**ok, tok_auc=(0.62, 0.58, 0.65))) == P
     assert transfer(f04(ctx_diff=(-0.05, -0.07, -0.03), tok_auc=(0.62, 0.58, 0.65))) == NR
-    assert transfer(f04(ctx_diff=(0.0, -0.03, 0.03), tok_auc=(0.55, 0.47, 0.63))) == INC
+    # context undecided, full above token by 0.01 (> 0.004): the token part alone holds
+    assert transfer(f04(ctx_diff=(0.0, -0.03, 0.03), tok_auc=(0.55, 0.47, 0.63))) == P
+    assert transfer(f04(ctx_diff=(0.0, -0.03, 0.03), tok_auc=(0.557, 0.47, 0.63))) == INC
 
 
 def test_ch04_nofly_null_claim_needs_power():
@@ -518,15 +572,19 @@ def test_ch04_compound():
 def test_ch04_gated_negative_regularization_is_a_proportion():
     S = settings(c4)
     rows = [layer_row(l) for l in range(9)] + [layer_row(9, cost=-0.01)]
-    assert verdict(c4.claim_gated_negative_regularization, f04(rows=rows), S) == R  # 1 of 10
+    fn = c4.claim_gated_negative_regularization
+    assert book(fn(f04(rows=rows), S)) == R  # 1 of 10
     # none of 30 improves and every one is clearly worse: below the paper's 4 of 23
-    assert verdict(c4.claim_gated_negative_regularization,
-                   f04(rows=[layer_row(l) for l in range(30)]), S) == NR
+    assert book(fn(f04(rows=[layer_row(l) for l in range(30)]), S)) == NR
     # none of 10: too few layers to place the share below 4/23
-    assert verdict(c4.claim_gated_negative_regularization, f04(), S) == INC
+    assert book(fn(f04(), S)) == INC
     # none clearly better or worse: undecided layers could all improve
-    assert verdict(c4.claim_gated_negative_regularization,
-                   f04(rows=[layer_row(l, cost=0.0) for l in range(30)]), S) == INC
+    assert book(fn(f04(rows=[layer_row(l, cost=0.0) for l in range(30)]), S)) == INC
+    # the author's stored sweep, on its points: 0 of 23 best gates below the baseline, against
+    # the text's 4 of 23 — the author's file contradicts the author's text
+    c = fn(f04(rows=rows), S)
+    assert c.verdict == NR and c.shows == "consistency check"
+    assert "0 of 23" in c.evidence["authors' data"]["measured"]
 
 
 def with_pair(F, cost=0.02, curve=FLAT, nonlinear_layer=1):
@@ -548,18 +606,23 @@ def test_ch04_two_phase_per_model_over_seeds():
     assert c.verdict == INC and "seeds" in c.needs  # one seed per model: models are not seeds
     assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(15.0, 19.0), seeds=3)), S) == R
     assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(19.0, 15.0), seeds=3)), S) == NR
-    # the first layer nonlinear, the middle one (what two-phase linearizes) not: undecided
+    # the first layer nonlinear, the middle one (what two-phase linearizes) not: nothing for a
+    # gate to win back, so "the control does as well" is no verdict — while a gated run that
+    # beats the control all the same stands
+    c = c4.claim_two_phase(with_pair(f04(two_phase=(19.0, 15.0), seeds=3), nonlinear_layer=0), S)
+    assert c.evidence["reproduction"]["verdict"] == INC and "middle MLPs are nonlinear" in c.needs
     c = c4.claim_two_phase(with_pair(f04(two_phase=(15.0, 19.0), seeds=3), nonlinear_layer=0), S)
-    assert c.verdict == INC and "middle MLPs are nonlinear" in c.needs
+    assert c.evidence["reproduction"]["verdict"] == R
     assert verdict(c4.claim_two_phase, with_pair(f04(two_phase=(19.0, 19.05), seeds=3)),
                    S) == INC
-    # the positive control: a pair whose MLPs are linear, or that did not plateau, decides
-    # nothing, whatever the comparison says
-    for F in (with_pair(f04(two_phase=(15.0, 19.0), seeds=3), cost=0.001),
-              with_pair(f04(two_phase=(15.0, 19.0), seeds=3), curve=list(range(20, 0, -1))),
-              f04(two_phase=(15.0, 19.0), seeds=3)):
+    # the positive control: a pair whose MLPs are linear, or that did not plateau, cannot show
+    # the gated run failing to beat the control (it guards the negative finding)
+    for F in (with_pair(f04(two_phase=(19.0, 15.0), seeds=3), cost=0.001),
+              with_pair(f04(two_phase=(19.0, 15.0), seeds=3), curve=list(range(20, 0, -1))),
+              f04(two_phase=(19.0, 15.0), seeds=3)):
         c = c4.claim_two_phase(F, S)
-        assert c.verdict == INC and "positive control failed" in c.needs
+        assert c.evidence["reproduction"]["verdict"] == INC
+        assert "positive control failed" in c.needs
 
 
 # ------------------------------------------------------------------ chapter 05
@@ -840,12 +903,19 @@ def test_ch06_comprehension_in_three_parts():
     assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01)), S) == R
     assert verdict(fn, f06c((0.02, 0.1), (0.05, 0.1)), S) == P  # LoRA helps accuracy too
     assert verdict(fn, f06c((-0.1, -0.05), (0.05, 0.1)), S) == NR
-    c = fn(f06c((0.02, 0.1), (-0.01, 0.01), lora_ppl=(0.01, 0.05)), S)  # LoRA learned nothing
-    assert c.verdict == INC and "off the frozen base" in c.needs
+    # LoRA learned nothing: "LoRA does not help comprehension" is no verdict, while
+    # pre-projection helping it stands (the control guards the negative findings)
+    c = fn(f06c((0.02, 0.1), (-0.01, 0.01), lora_ppl=(0.01, 0.05)), S)
+    assert c.verdict == P and c.parts["LoRA not comprehension"] == INC
+    assert "off the frozen base" in c.evidence["transfer"]["reason"]
     assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01), seeds=(0,)), S) == INC  # one seed
     assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01), base_acc=0.05), S) == NRUN
     F = f06c((0.02, 0.1), (-0.01, 0.01))
     F["studies"]["smollm2-135m"]["pre"]["train_loss"] = list(range(20, 0, -1))  # no plateau
+    c = fn(F, S)
+    assert c.verdict == P and c.parts["pre-projection helps comprehension"] == R
+    F = f06c((-0.1, -0.05), (0.05, 0.1))
+    F["studies"]["smollm2-135m"]["pre"]["train_loss"] = list(range(20, 0, -1))
     c = fn(F, S)
     assert c.verdict == INC and "positive control failed" in c.needs
 
@@ -918,7 +988,11 @@ def test_ch07_an_over_fit_read_out_decides_nothing():
     fit R² gives `inconclusive` whatever the intervals say; with λ already chosen by
     cross-validation the remedy named is more fit tokens, not cross-validation again."""
     S = {**settings(c7), "n_perm": 500}
-    for iv in ((-0.03, -0.02), (0.0, 0.01)):  # would be reproduced, not reproduced
+    F = f07(rf_iv=(-0.03, -0.02))  # a recovery found held out stands: over-fitting hides one
+    first07(F)["measured"]["per_layer"][3]["r2_rf_held_out"] = 0.9 - c7.OVERFIT_GAP - 0.01
+    c = c7.claim_rf_recovers(F, S)
+    assert c.verdict == R and "over-fit" in c.note and c.positive_control["passed"] is False
+    for iv in ((0.0, 0.01),):  # would be not reproduced
         F = f07(rf_iv=iv)
         first07(F)["measured"]["per_layer"][3]["r2_rf_held_out"] = 0.9 - c7.OVERFIT_GAP - 0.01
         c = c7.claim_rf_recovers(F, S)
@@ -967,7 +1041,10 @@ def test_ch07_a_relation_needs_lenses_that_measure_layers_not_noise():
         assert c.verdict == clean and c.positive_control["passed"] is True
         first07(F)["lenses"]["gate vs random"]["se"] = [2 * sd] * L  # noise 4× the spread
         c = c7.claim_linear_vs_routing(F, S)
-        assert c.verdict == INC and "not noise" in c.needs and "more windows" in c.needs
+        if clean == R:  # noise pulls ρ towards 0: a relation found through it stands
+            assert c.verdict == R and "not noise" in c.note
+        else:
+            assert c.verdict == INC and "not noise" in c.needs and "more windows" in c.needs
     assert c7.reliability([1.0, 2.0, 3.0], [0.0] * 3) == 1.0
     assert c7.reliability([1.0, 2.0, 3.0], None) is None
     # a weakly negative ρ from a lens of reliability 0.3: the corrected upper end reaches 0.3
@@ -988,7 +1065,7 @@ def test_ch07_random_features_are_judged_over_every_model_of_the_atlas():
     assert verdict(c7.claim_rf_recovers, f07(**recovers, more=[{**does_not, "L": 18}]), S) == R
     # 18 of 48 do: under half, whatever the first model shows
     assert verdict(c7.claim_rf_recovers, f07(**does_not, more=[{**recovers, "L": 18}]), S) == NR
-    F = f07(**recovers, more=[{**recovers, "L": 18}])
+    F = f07(**does_not, more=[{**does_not, "L": 18}])
     F["atlas"]["model-0"]["measured"]["per_layer"][2]["r2_rf_held_out"] = 0.5  # over-fits
     c = c7.claim_rf_recovers(F, S)
     assert c.verdict == INC and c.positive_control["passed"] is False
@@ -1064,15 +1141,16 @@ def test_ch07_the_recovery_relation_weighs_the_lens_noise_and_the_read_out_contr
     assert c.verdict == R and c.positive_control["passed"] is True, c.reason
     assert "recovery: no interval recorded" not in c.positive_control["measured"]
     assert "se" not in first07(F)["lenses"]["random-feature recovery"]  # the figures untouched
-    # the same ranks, measured through an interval 40× wider: noise swamps the spread
+    # the same ranks, measured through an interval 40× wider: noise swamps the spread, which
+    # can only pull ρ towards 0 — the relation found stands, its failed control named
     c = c7.claim_linear_vs_recovery(same(rf_iv=(-0.02, 0.0)), S)
-    assert c.verdict == INC and c.positive_control["passed"] is False, c.reason
-    assert "not noise" in c.positive_control["what"]
-    # the same relation, one model's read-out over-fitting
+    assert c.verdict == R and c.positive_control["passed"] is False, c.reason
+    assert "not noise" in c.positive_control["what"] and "stands although" in c.note
+    # the same relation, one model's read-out over-fitting: it stands too
     F = same()
     F["atlas"]["model-0"]["measured"]["per_layer"][5]["r2_rf_held_out"] = 0.5
     c = c7.claim_linear_vs_recovery(F, S)
-    assert c.verdict == INC and c.positive_control["passed"] is False
+    assert c.verdict == R and c.positive_control["passed"] is False
     assert "over-fit" in c.positive_control["measured"]
 
 
@@ -1095,6 +1173,14 @@ UNREACHABLE = {
     "claim_sparse_construction": {R},
     # likewise its construction part (the book builds no looped construction): at best partly
     "claim_looped": {R},
+    # its degradation part reads no paired interval from the author's files (none exists):
+    # at best partly, and a failed share leaves it undecided, not refuted
+    "claim_forty_percent": {R, NR},
+    # its artifact part rests on one run of each arm (never decided): at best partly
+    "claim_lambada_degradation": {R, NR},
+    # its positive control is that the skip lowers perplexity off the base — the part whose
+    # failure alone could make both parts fail: at worst partly
+    "claim_skip_combines": {NR},
 }
 
 
@@ -1102,7 +1188,8 @@ UNREACHABLE = {
 WITH_PARTS = {"claim_context_not_token", "claim_delta_skew",
               "claim_sparse_construction", "claim_khop_residual_ln", "claim_symmetry_matters",
               "claim_u_shape", "claim_comprehension", "claim_looped", "claim_random_universal",
-              "claim_nofly_retention"}
+              "claim_nofly_retention", "claim_skip_combines", "claim_forty_percent",
+              "claim_lambada_degradation"}
 
 
 def test_every_claim_function_reaches_every_verdict(monkeypatch):
@@ -1141,6 +1228,91 @@ def test_every_claim_function_reaches_every_verdict(monkeypatch):
             if not want <= SEEN.get(fn.__name__, set()):
                 missing[fn.__name__] = sorted(want - SEEN.get(fn.__name__, set()))
     assert not missing, missing
+
+
+def test_ch06_skip_combines_in_two_parts():
+    S = settings(c6)
+    fn = c6.claim_skip_combines
+
+    def F(ppl_ci, acc_ci, seeds=(0, 1, 2), plateau=True):
+        F = f06(seeds=seeds)
+        st = F["studies"]["smollm2-135m"]
+        st["skip"] = variant(36.0, 0.55)
+        st["skip"]["vs_base"].update(ppl_change=sum(ppl_ci) / 2, ppl_ci=ppl_ci,
+                                     acc_change=sum(acc_ci) / 2, acc_ci=acc_ci)
+        if not plateau:
+            st["skip"]["train_loss"] = list(range(20, 0, -1))
+        return F
+
+    assert verdict(fn, F((-0.08, -0.05), (0.02, 0.1)), S) == R
+    assert verdict(fn, F((-0.08, -0.05), (-0.05, 0.05)), S) == P
+    assert verdict(fn, F((-0.08, -0.05), (-0.1, -0.02)), S) == P  # lowers PPL, hurts accuracy
+    # a skip that does not lower perplexity fails the positive control (it moved nothing off
+    # the base): its "no help" is blocked, never `not reproduced`
+    assert verdict(fn, F((0.01, 0.05), (-0.1, -0.02)), S) == INC
+    assert verdict(fn, F((-0.02, 0.01), (-0.05, 0.05)), S) == INC
+    assert verdict(fn, F((-0.08, -0.05), (0.02, 0.1), seeds=(0,)), S) == INC  # one seed
+    # an under-trained skip can only understate: what it shows stands, "no help" does not
+    assert verdict(fn, F((-0.08, -0.05), (0.02, 0.1), plateau=False), S) == R
+    assert verdict(fn, F((-0.08, -0.05), (-0.1, -0.02), plateau=False), S) == P
+
+
+def _frames(monkeypatch, module, **frames):
+    """Chapter `module`'s reference reader returning constructed tables for `frames`."""
+    import pandas as pd
+    real = module.reference
+    monkeypatch.setattr(module, "reference",
+                        lambda name: pd.DataFrame(frames[name]) if name in frames else real(name))
+
+
+def test_ch04_forty_percent_reads_the_share_and_cannot_read_degradation():
+    m4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.claims")
+    S = settings(c4)
+    rows = lambda routed: {"model": ["gpt2-medium"] * 23, "layer": range(1, 24),  # noqa: E731
+                           "routed_pct": [routed] * 23, "gate_pct": [0.5] * 23}
+    with pytest.MonkeyPatch.context() as mp:
+        _frames(mp, m4, gate_costs=rows(44.0))
+        c = c4.claim_forty_percent(f04(), S)
+        assert c.verdict == P and c.parts == {"share": R, "no measurable degradation": INC}
+    with pytest.MonkeyPatch.context() as mp:
+        _frames(mp, m4, gate_costs=rows(30.0))
+        assert verdict(c4.claim_forty_percent, f04(), S) == INC  # share fails, rest undecided
+    # the real files: 44.3 % routed on average, degradation unreadable from unpaired spreads
+    c = c4.claim_forty_percent(f04(), S)
+    assert c.verdict == P and "no stored file" in c.reason and c.shows == "consistency check"
+
+
+def test_ch04_large_gated_counts_the_author_points():
+    m4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.claims")
+    S = settings(c4)
+    lg = lambda gates: {"layer": range(len(gates)), "gate_pct": gates,  # noqa: E731
+                        "all_linear_pct": [1.0] * len(gates), "routed_pct": [40.0] * len(gates)}
+    for gates, v in ((lg([-0.1] * 11 + [0.2] * 25), R), (lg([0.2] * 36), NR),
+                     (lg([0.2] * 10), INC)):  # the last: too few layers to place the share
+        with pytest.MonkeyPatch.context() as mp:
+            _frames(mp, m4, large_gates=gates)
+            assert verdict(c4.claim_large_gated, f04(), S) == v
+    c = c4.claim_large_gated(f04(), S)  # the author's sweep: 11 of 36, as the text says
+    assert c.verdict == R and "11 of 36" in c.measured and c.shows == "consistency check"
+
+
+def test_ch03_lambada_degradation_on_the_author_runs():
+    a3 = importlib.import_module("nlbudget.chapters.ch03_linear_surrogates.authors")
+    S = settings(c3)
+    real = a3.finetune_runs
+
+    def shifted(lam):  # every linearized or gated run's LAMBADA change set to `lam`
+        def runs(run, layers=None, small=False):
+            t = real(run, layers, small)
+            return t.assign(lambada_delta_pct=lam) if run != "control" else t
+        return runs
+
+    c = c3.claim_lambada_degradation(f03([0.01] * 30), S)  # the author's files
+    assert c.verdict == P and c.parts == {"degrades": R, "not a linearization artifact": INC}
+    assert "single-seed reading: not reproduced" in c.reason  # one run each: never decided
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(a3, "finetune_runs", shifted(-5.0))
+        assert verdict(c3.claim_lambada_degradation, f03([0.01] * 30), S) == INC
 
 
 def test_ch04_nofly_retention_against_stable_tokens():

@@ -55,7 +55,7 @@ def test_majority_over_layers():
     assert d.verdict == V.INCONCLUSIVE and "7 of 10 layers hold, 0 do not" in d.reason
 
 
-def test_a_failed_control_turns_any_decision_inconclusive():
+def test_a_failed_control_of_both_directions_turns_any_decision_inconclusive():
     bad = controls.Control("trained to its plateau", "still falling", False, "train longer")
     for v in (V.REPRODUCED, V.NOT_REPRODUCED, V.PARTLY):
         d = V.guarded(V.Decision(v, "the rule"), bad)
@@ -95,30 +95,39 @@ def test_transfer_words_and_the_headline_rule():
     assert set(V.VERDICTS) >= {V.TRANSFERS, V.DOES_NOT_TRANSFER}
 
 
-def test_constructed_figures_that_fail_a_control_are_inconclusive_whatever_they_compare():
-    # chapter 02: the symmetric form far worse, but neither form trained to its plateau
+def test_constructed_figures_that_fail_a_control_block_the_direction_it_guards():
+    # chapter 02: the symmetric form far worse, but neither form trained to its plateau: an
+    # under-trained model can only shrink the gap, so the gap found stands (named) …
     F = f02(**WORSE, **ACC_WORSE, **GATES)
     assert c2.claim_lm(F, settings(c2)).verdict == V.REPRODUCED
     F["lm_curves"] = {k: [DOWN] * 3 for k in F["lm_curves"]}
     c = c2.claim_lm(F, settings(c2))
+    assert c.verdict == V.REPRODUCED and "plateau" in c.note
+    # … while "not worse" from the same under-trained models is blocked
+    lm = F["lm_val_ppl"]
+    lm["symmetric-silu"], lm["gated-silu"] = lm["gated-silu"], lm["symmetric-silu"]
+    c = c2.claim_lm(F, settings(c2))
     assert c.verdict == V.INCONCLUSIVE and "plateau" in c.needs
     del F["lm_curves"]
     assert c2.claim_lm(F, settings(c2)).verdict == V.INCONCLUSIVE  # not recorded: failed
-    # chapter 04: AUCs inside the paper's band, but the gates over-fit (train AUC 0.9)
+    # chapter 04: AUCs inside the paper's band, but the gates over-fit (train AUC 0.9): the
+    # in-sample AUC no longer bounds the band's upper edge, so "modest" cannot be signed
     S4 = settings(c4)
     assert c4.claim_gate_auc(f04(), S4).verdict == V.TRANSFERS
     over = f04(rows=[{**layer_row(l), "auc_train": 0.9} for l in range(10)])
     assert c4.claim_gate_auc(over, S4).verdict == V.INCONCLUSIVE
-    # …and gates at chance cannot show that context beats token, nor route better than random
+    # …and gates at chance cannot show that context matches full (a null), nor that routing
+    # is not cheap, nor that larger gates add nothing (a null)
     chance = dict(auc=(0.5, 0.48, 0.52), mlp_gain=(0.0, -0.005, 0.005))
-    for fn in (c4.claim_context_not_token, c4.claim_gate_routing, c4.claim_larger_gates,
-               c4.claim_gated_negative_regularization):
+    for fn in (c4.claim_context_not_token, c4.claim_larger_gates):
         c = fn(f04(**chance), S4)
-        book = c.evidence["transfer"]  # the book's own experiment (beside the author's files)
-        assert book["verdict"] == V.INCONCLUSIVE and book["positive_control"]["passed"] is False
+        book = c.evidence["transfer"]
+        assert book["verdict"] != V.TRANSFERS and book["positive_control"]["passed"] is False
         assert "beat chance" in book["reason"] + c.needs, fn.__name__
-        assert c.verdict not in V.DECIDING or c.reason.startswith("authors' data")
-    # chapter 06: probes far better than LoRA over three seeds, but nothing moved off the base
+    c = c4.claim_gate_routing(f04(**chance, cost=0.05), S4)
+    assert c.verdict == V.INCONCLUSIVE and "beat chance" in c.needs
+    # chapter 06: probes far better than LoRA over three seeds, but nothing moved off the
+    # base — against LoRA the control guards both directions (an idle LoRA flatters a probe)
     S6 = settings(c6)
     F = f06(seeds=(0, 1, 2))
     assert c6.claim_ppl(F, S6).verdict == V.TRANSFERS
@@ -141,12 +150,17 @@ def test_committed_full_results_never_decide_past_a_failed_control():
         pc = c.get("positive_control") or {}
         if c["verdict"] != V.NOT_RUN:
             assert {"what", "measured", "passed"} <= set(pc), (name, c["id"])
-        if c["verdict"] in V.DECIDING:
-            assert pc.get("passed") is not False, (name, c["id"])
+        if c["verdict"] in V.DECIDING:  # never past a control failed in its direction
+            assert not V.blocked_by(pc, c.get("finds", "")), (name, c["id"])
+            if pc.get("passed") is False:  # standing past a failed control: said, with why
+                assert pc["guards"] in ("negative", "positive") and c["finds"] != pc["guards"]
         for kind, e in c.get("evidence", {}).items():
-            assert kind in V.EVIDENCE
+            assert kind in V.EVIDENCE and e.get("reads") in V.READS, c["id"]
             if e["verdict"] in V.DECIDING:
-                assert (e.get("positive_control") or {}).get("passed") is not False, c["id"]
+                assert not V.blocked_by(e.get("positive_control") or {}, e.get("finds", "")), \
+                    c["id"]
+                if (e.get("positive_control") or {}).get("passed") is False:
+                    assert e["stands"], c["id"]
         if c["kind"] == "paper":  # every paper row says what it tested
             assert c.get("evidence"), (name, c["id"])
         if c["verdict"] in (V.TRANSFERS, V.DOES_NOT_TRANSFER):

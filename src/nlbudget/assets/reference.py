@@ -15,10 +15,13 @@ def reference(name: str) -> pd.DataFrame:
     return pd.read_csv(paths.shipped() / "data" / "reference" / f"p3_{name}.csv")
 
 
-def finetune_runs(run: str, layers: str | None = None) -> pd.DataFrame:
-    """The author's GPT-2 Medium fine-tuning runs of P3 §5 of one kind (`linearized`,
+def finetune_runs(run: str, layers: str | None = None, small: bool = False) -> pd.DataFrame:
+    """The author's GPT-2 Medium fine-tuning runs of P3 §4.9 of one kind (`linearized`,
     `control`, `two-phase gated`), optionally only those with these `layers` ("10 11 12 13"),
-    with each run's final WikiText perplexity relative to the original model's (`rel`)."""
+    with each run's final WikiText perplexity relative to the original model's (`rel`). The
+    run fine-tuned on the 247K-token corpus (tex line 484) is left out unless `small`: it is
+    not comparable with the runs and the control on the 117.9M-token corpus."""
     ft = reference("finetune")
-    ft = ft[(ft.run == run) & ((ft.layers.astype(str) == layers) if layers else True)]
+    ft = ft[(ft.run == run) & ((ft.layers.astype(str) == layers) if layers else True)
+            & (True if small else ~ft.corpus.str.startswith("small"))]
     return ft.assign(rel=ft.final_wiki_ppl / ft.baseline_wiki_ppl - 1).sort_values("steps")

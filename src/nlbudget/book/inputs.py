@@ -267,6 +267,14 @@ def reference_digest() -> str:
     return _files_digest("reference")
 
 
+def reads_reference(key: str) -> bool:
+    """Whether chapter `key`'s claims or page read the author's transcribed files (their
+    modules reach `assets/reference.py`): only those chapters' pages show them. No chapter's
+    measurements read them."""
+    ref = _package() / "assets" / "reference.py"
+    return any(ref in library_files(key, part=p) for p in ("claims", "page"))
+
+
 def versions() -> dict:
     return {"python": platform.python_version(), **results.package_versions()}
 
@@ -326,7 +334,10 @@ def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
         "page": library_digest(key, part="page"),
         "library": library_digest(key),
         "data": data_digest(key),
-        "reference": reference_digest(),
+        # the author's files: page-only (`PAGE_ONLY`), and only where the page shows them —
+        # re-transcribing them re-judges every chapter (`claims_digest`) and reruns no
+        # measurement
+        "reference": reference_digest() if reads_reference(key) else None,
         "settings": profiles.validate(key, profile=profile, seed=seed),
         "versions": versions(),
         "reads": {profiles.chapter(d).stem: file_sha(results.results_path(

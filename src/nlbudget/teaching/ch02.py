@@ -37,7 +37,8 @@ def predict_gated_width(predict, profile: str, results_dir=None) -> None:
 
 
 def _verdict_of(effect_lo, effect_hi, min_effect):
-    return claims.effect(effect_lo, effect_hi, min_effect=min_effect).verdict
+    """The chapter's rule (`claims.beyond`): the gain's interval against the minimum effect."""
+    return claims.beyond(effect_lo, effect_hi, min_effect).verdict
 
 
 def _decide_reference(gated, symmetric, min_effect):
@@ -51,6 +52,9 @@ def _decide_reference(gated, symmetric, min_effect):
 _DECIDE_CASES = [
     ("a clear gain", ([40.1, 41.0, 39.6], [44.0, 45.2, 43.1], 1.0)),
     ("a gain too small to count", ([40.1, 41.0, 39.6], [40.3, 41.1, 39.9], 1.0)),
+    # surely a gain (the interval lies above 0) but maybe less than the minimum: the rule
+    # that stops at "above 0" says reproduced; the chapter's, inconclusive
+    ("a sure gain that may not count", ([40.0, 41.0, 39.6], [41.0, 41.9, 40.7], 1.0)),
     ("seeds that differ more than the forms", ([35.0, 41.0, 47.0], [36.2, 42.3, 48.1], 0.5)),
     ("a noisy gain", ([40.0, 43.0, 38.0], [41.0, 41.5, 42.0], 1.0)),
     ("the symmetric form better", ([44.0, 45.2, 43.1], [40.1, 41.0, 39.6], 1.0)),
@@ -75,6 +79,9 @@ def decide(student) -> None:
         if got == _verdict_of(plo, phi, 0.0):
             hints.append("a gain smaller than the minimum effect does not count: an interval "
                          "that lies below it says `not reproduced`")
+        if got == claims.effect(plo, phi, min_effect=m).verdict:
+            hints.append("`reproduced` needs the interval's lower end above the minimum "
+                         "effect, not merely above 0")
         mean = float(sum(s - x for s, x in zip(sym, g)) / len(g))
         if got == ("reproduced" if mean > m else "not reproduced"):
             hints.append("decide on the interval, not on the mean alone")

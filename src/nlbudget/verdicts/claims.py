@@ -63,12 +63,38 @@ OBTAINED = ("replicated", "reproduced", "derived")
 MIN_SEEDS = 2
 
 
+#: What a decision finds about the measured effect, so that a failed positive control blocks
+#: only the findings its failure could produce (`controls.Control.guards`): an effect
+#: (POSITIVE), no effect or less than the margin (NEGATIVE).
+POSITIVE, NEGATIVE = "positive", "negative"
+
+
 @dataclass(frozen=True)
 class Decision:
-    """A verdict and the one-line reason the rule gives for it."""
+    """A verdict, the one-line reason the rule gives for it, and what it finds about the
+    measured effect (`finds`: POSITIVE, NEGATIVE, or "" where the rule does not say — then any
+    failed control blocks it). A decision combined from parts keeps them (`parts`, and `join`:
+    "parts" for a claim's stated parts, "all" for one claim on several models or settings), so
+    that a control can block the parts it guards and leave the others."""
 
     verdict: str
     reason: str
+    finds: str = ""
+    parts: dict = field(default_factory=dict, compare=False)
+    join: str = ""
+
+
+def _finding(verdict: str, claims: str) -> str:
+    """What a verdict finds, for a rule whose `reproduced` finds `claims` (POSITIVE: the claim
+    asserts an effect; NEGATIVE: it asserts none, or one within a margin)."""
+    if claims not in (POSITIVE, NEGATIVE):
+        raise ValueError(f"claims {claims!r} is not one of {(POSITIVE, NEGATIVE)}")
+    other = NEGATIVE if claims == POSITIVE else POSITIVE
+    return {REPRODUCED: claims, NOT_REPRODUCED: other}.get(verdict, "")
+
+
+def _decision(verdict: str, reason: str, claims: str = POSITIVE) -> Decision:
+    return Decision(verdict, reason, _finding(verdict, claims))
 
 
 @dataclass(frozen=True)
@@ -91,8 +117,12 @@ class Claim:
     #: what the experiment had to show before the rule could decide (`controls.Control`):
     #: {what, measured, passed, fix}; passed None where nothing was trained or fitted
     positive_control: dict = field(default_factory=dict)
-    #: {kind of EVIDENCE: {verdict, reason, measured, setting, positive_control}}
+    #: {kind of EVIDENCE: {verdict, reason, measured, setting, positive_control, finds, reads}}
     evidence: dict = field(default_factory=dict)
+    #: what the headline decision finds about the effect (POSITIVE, NEGATIVE, "")
+    finds: str = ""
+    #: what the row can show (`SHOWS`): "" for a test of the paper's claim
+    shows: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -107,15 +137,19 @@ class Claim:
             raise ValueError(f"{self.id}: an {self.verdict!r} verdict must say what it needs")
         if self.verdict in (REPRODUCED, NOT_REPRODUCED) and not self.control:
             raise ValueError(f"{self.id}: a {self.verdict!r} verdict must name its control")
-        if self.verdict in DECIDING and self.positive_control.get("passed") is False:
+        if self.verdict in DECIDING and blocked_by(self.positive_control, self.finds):
             raise ValueError(f"{self.id}: {self.verdict!r} although its positive control "
-                             f"failed ({self.positive_control.get('what')})")
+                             f"failed in the direction it guards "
+                             f"({self.positive_control.get('what')})")
+        if self.shows not in SHOWS:
+            raise ValueError(f"{self.id}: shows {self.shows!r} is not one of {SHOWS}")
         for k, e in self.evidence.items():
             if k not in EVIDENCE:
                 raise ValueError(f"{self.id}: evidence {k!r} is not one of {EVIDENCE}")
-            if e["verdict"] in DECIDING and (e.get("positive_control") or {}).get("passed") \
-                    is False:
-                raise ValueError(f"{self.id}: its {k} decides although its control failed")
+            if e["verdict"] in DECIDING and blocked_by(e.get("positive_control") or {},
+                                                       e.get("finds", "")):
+                raise ValueError(f"{self.id}: its {k} decides although its control failed "
+                                 "in the direction it guards")
             if k != TRANSFER and e["verdict"] in (TRANSFERS, DOES_NOT_TRANSFER):
                 raise ValueError(f"{self.id}: only a transfer reads {e['verdict']!r}")
         if self.verdict in (TRANSFERS, DOES_NOT_TRANSFER) and \
@@ -133,26 +167,75 @@ class Claim:
 
 
 def guarded(decision: Decision, control: Control | None) -> Decision:
-    """`decision`, unless the positive control failed: then `inconclusive`, naming the failed
-    control and what the rule alone would have said."""
-    if control is None or not control.failed or decision.verdict not in DECIDING:
+    """`decision`, unless the positive control failed *in the direction it guards*
+    (`Control.blocks`): then `inconclusive`, naming the failed control and what the rule alone
+    would have said. A decision of several parts is guarded part by part and combined again:
+    a control that guards the negative findings leaves the parts that found an effect."""
+    if control is None or not control.failed:
+        return decision
+    if decision.parts:
+        parts = {k: guarded(d, control) for k, d in decision.parts.items()}
+        if parts == decision.parts:
+            return decision
+        again = (all_of(parts) if decision.join == "all" else by_parts(parts)[0])
+        return Decision(again.verdict, f"{again.reason} — parts blocked by a failed control: "
+                        f"{control.why()} (the rule alone would read {decision.verdict})",
+                        again.finds, again.parts, again.join)
+    if decision.verdict not in DECIDING or not control.blocks(decision.finds):
         return decision
     return Decision(INCONCLUSIVE, f"{control.why()} (the rule alone would read "
                     f"{decision.verdict}: {decision.reason})")
 
 
+def stands_despite(decision: Decision, control: Control | None) -> str:
+    """Where a failed control leaves a decision standing (it guards the other direction), the
+    sentence that says so; "" otherwise."""
+    if control is None or not control.failed or decision.verdict not in DECIDING:
+        return ""
+    if guarded(decision, control).verdict != decision.verdict:
+        return ""
+    return (f"stands although a control failed: it guards the {control.guards} findings, "
+            f"and this one is {decision.finds or 'of several parts'} — {control.why()}")
+
+
+#: What a row can show, where it is not a test of the paper's claim itself: a symbolic proof
+#: for every size; an identity checked numerically at the sizes named; the author's number
+#: against the author's own text; a test of the book's own construction or experiment (not
+#: credited to the paper).
+SHOWS = ("", "proved", "verified at the sizes checked", "consistency check",
+         "the book's construction")
+
+#: How a piece of evidence reads its figures: the author's point estimates (no interval: a
+#: count or a comparison of points), intervals from paired data (windows, documents or seeds
+#: that both arms share), or intervals over independent runs.
+READS = ("points", "paired intervals", "intervals")
+
+
+def blocked_by(control: dict, finds: str) -> bool:
+    """Whether a stored control (`Control.as_dict`) blocks a decision finding `finds`."""
+    if control.get("passed") is not False:
+        return False
+    g = control.get("guards", "both")
+    return g == "both" or not finds or g == finds
+
+
 def evidence(kind: str, decision: Decision, *, measured: str, setting: str = "",
-             control: Control | None = None) -> dict:
+             control: Control | None = None, reads: str = "intervals") -> dict:
     """One piece of a paper row's evidence: its kind (`EVIDENCE`), its own verdict — guarded
-    by its positive control, and in a transfer's words for a transfer — what it measured and
-    in which setting (what differs from the paper's)."""
+    by its positive control in the direction it guards, and in a transfer's words for a
+    transfer — what it measured, in which setting (what differs from the paper's), what it
+    finds and how it reads its figures (`READS`)."""
     if kind not in EVIDENCE:
         raise ValueError(f"evidence {kind!r} is not one of {EVIDENCE}")
+    if reads not in READS:
+        raise ValueError(f"reads {reads!r} is not one of {READS}")
     d = guarded(decision, control)
     verdict = ({REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(d.verdict, d.verdict)
                if kind == TRANSFER else d.verdict)
     return {"verdict": verdict, "reason": d.reason, "measured": measured, "setting": setting,
-            "positive_control": control.as_dict() if control else {}}
+            "positive_control": control.as_dict() if control else {}, "finds": d.finds,
+            "reads": reads, "stands": stands_despite(d, control),
+            "parts": {k: v.verdict for k, v in d.parts.items()} if d.join == "parts" else {}}
 
 
 def headline(pieces: dict) -> tuple[str | None, Decision]:
@@ -161,7 +244,7 @@ def headline(pieces: dict) -> tuple[str | None, Decision]:
     for kind in (REPRODUCTION, AUTHORS, TRANSFER):
         e = pieces.get(kind)
         if e and e["verdict"] in DECIDING:
-            return kind, Decision(e["verdict"], f"{kind}: {e['reason']}")
+            return kind, Decision(e["verdict"], f"{kind}: {e['reason']}", e.get("finds", ""))
     undecided = [k for k in (REPRODUCTION, TRANSFER, AUTHORS) if k in pieces
                  and pieces[k]["verdict"] == INCONCLUSIVE]
     if undecided:
@@ -174,7 +257,7 @@ def headline(pieces: dict) -> tuple[str | None, Decision]:
 
 def decided(claim_id: str, decision: Decision, *, positive: Control | None = None,
             tested: str | None = None, setting: str = "", authors: dict | None = None,
-            **kw) -> Claim:
+            reads: str = "intervals", **kw) -> Claim:
     """A Claim whose verdict and reason come from `decision` — guarded by its positive
     control `positive` — or, for a paper row, from its evidence (`headline`): the book's own
     experiment is the evidence of kind `tested` (in `setting`), beside the authors' data
@@ -189,27 +272,37 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
         pieces[AUTHORS] = authors
     if tested:
         pieces[tested] = evidence(tested, decision, measured=kw.get("measured", ""),
-                                  setting=setting, control=positive)
+                                  setting=setting, control=positive, reads=reads)
     if pieces:
         kind, own = headline(pieces)
         pc = pieces[kind].get("positive_control", {}) if kind else {}
+        if kind and pieces[kind].get("parts"):  # the parts as guarded
+            kw["parts"] = pieces[kind]["parts"]
+        if kind == AUTHORS and own.verdict in DECIDING and pieces[AUTHORS].get("reads") == \
+                "points" and not kw.get("shows") and kw.get("kind", "paper") == "paper":  # the author's points against the text
+            kw["shows"] = "consistency check"
     else:
         pc = positive.as_dict() if positive else {}
+        if own.join == "parts":
+            kw["parts"] = {k: v.verdict for k, v in own.parts.items()}
     failed = [c for c in (positive,) if c is not None and c.failed]
     if own.verdict not in (INCONCLUSIVE, NOT_RUN):
         kw["needs"] = ""
-    elif failed:
+        stands = stands_despite(own, positive) if not pieces or kind == tested else ""
+        if stands:
+            kw["note"] = "; ".join(x for x in (kw.get("note", ""), stands) if x)
+    elif failed and any(c.blocks("") for c in failed):
         kw["needs"] = "; ".join([f.why() for f in failed] + ([kw["needs"]] if kw.get("needs")
                                                              else []))
     return Claim(claim_id, verdict=own.verdict, reason=own.reason, positive_control=pc,
-                 evidence=pieces, **kw)
+                 evidence=pieces, finds=own.finds, **kw)
 
 
 # ------------------------------------------------------------------ rules
 
 
 def effect(lo: float | None, hi: float | None, *, min_effect: float = 0.0,
-           what: str = "effect") -> Decision:
+           what: str = "effect", claims: str = POSITIVE) -> Decision:
     """A directional claim, oriented so that the claimed effect is positive, judged on an
     interval [lo, hi] of the effect against its control.
 
@@ -217,19 +310,56 @@ def effect(lo: float | None, hi: float | None, *, min_effect: float = 0.0,
       counts (with min_effect = 0: the effect is significant the other way);
     * reproduced — lo > 0: present, in the claimed direction, beyond the uncertainty;
     * inconclusive — otherwise: the interval holds both.
+
+    `claims`: what `reproduced` finds — POSITIVE where the oriented quantity is the effect
+    itself, NEGATIVE where it is a margin minus the effect (a non-inferiority claim, "costs
+    nothing": its `reproduced` finds no cost).
     """
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
         return Decision(INCONCLUSIVE, f"no interval for the {what}")
     if hi < min_effect:
         size = f"{min_effect:+.3g}" if min_effect else "0"
-        return Decision(NOT_REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
-                        f"lies below {size}")
+        return _decision(NOT_REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
+                         f"lies below {size}", claims)
     if lo > 0:
-        return Decision(REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
-                        "lies above 0")
+        return _decision(REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
+                         "lies above 0", claims)
     return Decision(INCONCLUSIVE, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
                     f"holds both 0 and {min_effect:+.3g}" if min_effect else
                     f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] holds 0")
+
+
+def beyond(lo: float | None, hi: float | None, margin: float, *, what: str = "effect",
+           claims: str = POSITIVE) -> Decision:
+    """A claim that the effect (oriented so the claim is positive) exceeds `margin` — a
+    superiority rule, or, with the quantity margin − cost, a non-inferiority one: `effect` on
+    the interval shifted by the margin. Reproduced when the interval lies above the margin, not
+    reproduced when below it. The one rule the chapters and the exercises decide with, and
+    whose edge `runs_to_decide` counts seeds against."""
+    shift = (lambda x: None if x is None else x - margin)
+    return effect(shift(lo), shift(hi), what=f"{what} beyond {margin:g}" if margin else what,
+                  claims=claims)
+
+
+def runs_to_decide(values, *, margin: float = 0.0, unit: str = "seeds",
+                   level: float = 0.95) -> str:
+    """The one power calculation of a rule decided over runs (`beyond`, `over_runs`): how many
+    runs a t interval over the per-run `values` needs to clear `margin` (the rule's edge, not 0
+    unless the rule's edge is 0) at the mean and spread seen; with the mean and spread it
+    rests on. (It replaces `stats.n_to_resolve`, which counts against 0 and which the studies'
+    module still holds until their next rerun: editing it would stale five committed
+    results.)"""
+    v = np.asarray([float(x) for x in values], float)
+    if len(v) < 2:
+        return f"more {unit} (one run: the spread over {unit} is not yet estimable)"
+    m, sd = float(v.mean()), float(v.std(ddof=1))
+    edge = f"the rule's edge {margin:+.3g}" if margin else "0"
+    if m == margin or not (math.isfinite(sd) and math.isfinite(m)):
+        return f"the mean seen lies on {edge}: no number of {unit} decides it"
+    # the normal approximation of a t interval: n with z·sd/√n < |mean − edge|, plus one
+    n = int(math.ceil((sps.norm.ppf((1 + level) / 2) * sd / abs(m - margin)) ** 2)) + 1
+    return (f"about {n} {unit} for a t interval to clear {edge} (mean {m:+.3g}, s.d. {sd:.3g} "
+            f"over {len(v)} {unit})")
 
 
 def null(lo: float | None, hi: float | None, *, margin: float, what: str = "effect") -> Decision:
@@ -240,15 +370,15 @@ def null(lo: float | None, hi: float | None, *, margin: float, what: str = "effe
         return Decision(INCONCLUSIVE, f"no interval for the {what}")
     span = f"[{lo:+.3g}, {hi:+.3g}]"
     if -margin < lo and hi < margin:
-        return Decision(REPRODUCED, f"the interval of the {what} {span} lies within "
-                        f"±{margin:g}")
+        return _decision(REPRODUCED, f"the interval of the {what} {span} lies within "
+                         f"±{margin:g}", NEGATIVE)
     if lo >= margin or hi <= -margin:
-        return Decision(NOT_REPRODUCED, f"the interval of the {what} {span} lies outside "
-                        f"±{margin:g}")
+        return _decision(NOT_REPRODUCED, f"the interval of the {what} {span} lies outside "
+                         f"±{margin:g}", NEGATIVE)
     return Decision(INCONCLUSIVE, f"the interval of the {what} {span} crosses ±{margin:g}")
 
 
-def any_of(intervals: dict, *, what: str = "effect") -> Decision:
+def any_of(intervals: dict, *, what: str = "effect", claims: str = POSITIVE) -> Decision:
     """"Some of these show the effect" (each interval oriented so the effect is positive and
     already corrected for multiplicity, e.g. at `stats.bonferroni(len(intervals))`):
     reproduced if any interval lies above 0; not reproduced if every interval lies below 0;
@@ -257,16 +387,17 @@ def any_of(intervals: dict, *, what: str = "effect") -> Decision:
         return Decision(INCONCLUSIVE, "nothing was measured")
     above = [k for k, (lo, hi) in intervals.items() if lo > 0]
     if above:
-        return Decision(REPRODUCED, f"{len(above)} of {len(intervals)} corrected intervals "
-                        f"of the {what} lie above 0")
+        return _decision(REPRODUCED, f"{len(above)} of {len(intervals)} corrected intervals "
+                         f"of the {what} lie above 0", claims)
     if all(hi < 0 for lo, hi in intervals.values()):
-        return Decision(NOT_REPRODUCED, f"all {len(intervals)} corrected intervals of the "
-                        f"{what} lie below 0")
+        return _decision(NOT_REPRODUCED, f"all {len(intervals)} corrected intervals of the "
+                         f"{what} lie below 0", claims)
     return Decision(INCONCLUSIVE, f"no corrected interval of the {what} lies above 0, and "
                     f"{sum(hi >= 0 for _, hi in intervals.values())} of {len(intervals)} hold 0")
 
 
-def share_of(intervals: dict, *, share: float, what: str = "effect") -> Decision:
+def share_of(intervals: dict, *, share: float, what: str = "effect",
+             claims: str = POSITIVE) -> Decision:
     """"At least `share` of these show the effect" (intervals oriented, corrected): reproduced
     if at least that share lie above 0; not reproduced if more than 1 − share lie below 0
     (the share cannot be reached); inconclusive otherwise."""
@@ -278,13 +409,14 @@ def share_of(intervals: dict, *, share: float, what: str = "effect") -> Decision
     text = (f"{above} of {n} corrected intervals of the {what} lie above 0, {below} below "
             f"(needed: {share:.0%} above)")
     if above >= share * n:
-        return Decision(REPRODUCED, text)
+        return _decision(REPRODUCED, text, claims)
     if n - below < share * n:
-        return Decision(NOT_REPRODUCED, text)
+        return _decision(NOT_REPRODUCED, text, claims)
     return Decision(INCONCLUSIVE, text)
 
 
-def k_of_n(k: int, k_not: int, n: int, paper_share: float, *, what: str = "layers") -> Decision:
+def k_of_n(k: int, k_not: int, n: int, paper_share: float, *, what: str = "layers",
+           claims: str = POSITIVE) -> Decision:
     """A claim stated as "k of N" (e.g. "4 of 23 layers improve"), as a proportion with
     Clopper–Pearson intervals. Of `n` units, `k` show the effect beyond their (corrected)
     interval and `k_not` show its absence beyond it; the rest are undecided. Reproduced if the
@@ -293,13 +425,15 @@ def k_of_n(k: int, k_not: int, n: int, paper_share: float, *, what: str = "layer
     inconclusive otherwise."""
     share, lo, _ = stats.proportion_interval(k, n)
     _, _, hi = stats.proportion_interval(n - k_not, n)
-    text = (f"{k} of {n} {what} beyond their intervals ({share:.0%}, Clopper–Pearson lower "
+    how = "by point estimate" if "point estimates" in what else "beyond their intervals"
+    text = (f"{k} of {n} {what.replace(' (point estimates)', '')} {how} ({share:.0%}, "
+            f"Clopper–Pearson lower "
             f"{lo:.0%}), {k_not} clearly do not (at most {hi:.0%} could), against the paper's "
             f"{paper_share:.0%}")
     if lo > 0:
-        return Decision(REPRODUCED, text)
+        return _decision(REPRODUCED, text, claims)
     if hi < paper_share:
-        return Decision(NOT_REPRODUCED, text)
+        return _decision(NOT_REPRODUCED, text, claims)
     return Decision(INCONCLUSIVE, text)
 
 
@@ -338,20 +472,26 @@ def combine(parts: dict[str, str]) -> Decision:
 def needs_seeds(decision: Decision, n_seeds: int, *, minimum: int = MIN_SEEDS) -> Decision:
     """A training claim is never decided by a single seed: below `minimum` seeds a
     reproduced or not-reproduced decision becomes inconclusive."""
-    if n_seeds >= minimum or decision.verdict not in (REPRODUCED, NOT_REPRODUCED):
+    if n_seeds >= minimum or decision.verdict not in DECIDING:
         return decision
     return Decision(INCONCLUSIVE, f"{n_seeds} seed(s): a training claim needs ≥ {minimum} "
                     f"(the single-seed reading: {decision.verdict}, {decision.reason})")
 
 
 
-def over_runs(values, what: str) -> Decision:
+def over_runs(values, what: str, claims: str = POSITIVE) -> Decision:
     """A directional effect measured once per run (seeds, or the stored runs of one budget):
     `effect` on the t interval over the runs; fewer than MIN_SEEDS runs never decide
     (`needs_seeds`), the single run's reading kept in the reason."""
     v = [float(x) for x in values]
     lo, hi = (v[0], v[0]) if len(v) == 1 else stats.t_interval(v)[1:]
-    return needs_seeds(effect(lo, hi, what=what), len(v))
+    return needs_seeds(effect(lo, hi, what=what, claims=claims), len(v))
+
+
+def _common_finding(decisions) -> str:
+    """The finding shared by every deciding decision ("" where they differ or none decides)."""
+    fs = {d.finds for d in decisions if d.verdict in DECIDING}
+    return fs.pop() if len(fs) == 1 else ""
 
 
 def all_of(decisions: dict[str, Decision]) -> Decision:
@@ -359,20 +499,26 @@ def all_of(decisions: dict[str, Decision]) -> Decision:
     every model, not reproduced if it fails beyond the uncertainty on any, else inconclusive."""
     vs = {k: d.verdict for k, d in decisions.items() if d.verdict != NOT_RUN}
     text = "; ".join(f"{k}: {d.verdict} ({d.reason})" for k, d in decisions.items())
+    keep = dict(parts=dict(decisions), join="all")
     if not vs:
-        return Decision(NOT_RUN, text)
+        return Decision(NOT_RUN, text, **keep)
     if all(v == REPRODUCED for v in vs.values()):
-        return Decision(REPRODUCED, text)
+        return Decision(REPRODUCED, text, _common_finding(decisions.values()), **keep)
     if NOT_REPRODUCED in vs.values():
-        return Decision(NOT_REPRODUCED, text)
-    return Decision(INCONCLUSIVE, text)
+        return Decision(NOT_REPRODUCED, text, _common_finding(
+            d for d in decisions.values() if d.verdict == NOT_REPRODUCED), **keep)
+    return Decision(INCONCLUSIVE, text, **keep)
 
 
 def by_parts(decisions: dict[str, Decision]) -> tuple[Decision, dict[str, str]]:
     """`combine` for parts each decided by a rule: the combined decision, with every part's
     reason, and the parts' verdicts (for `Claim.parts`)."""
     parts = {k: d.verdict for k, d in decisions.items()}
-    return Decision(combine(parts).verdict, "; ".join(d.reason for d in decisions.values())), parts
+    verdict = combine(parts).verdict
+    held = [d for d in decisions.values() if d.verdict == REPRODUCED] if verdict == PARTLY \
+        else list(decisions.values())
+    return Decision(verdict, "; ".join(d.reason for d in decisions.values()),
+                    _common_finding(held), dict(decisions), "parts"), parts
 
 
 def majority(decisions: list[Decision], share: float, what: str, unit: str = "layers") -> Decision:
@@ -383,9 +529,11 @@ def majority(decisions: list[Decision], share: float, what: str, unit: str = "la
     no = sum(d.verdict == NOT_REPRODUCED for d in decisions)
     text = f"{what}: {yes} of {n} {unit} hold, {no} do not (needed: {share:.0%})"
     if yes >= share * n:
-        return Decision(REPRODUCED, text)
+        return Decision(REPRODUCED, text, _common_finding(
+            d for d in decisions if d.verdict == REPRODUCED))
     if n - no < share * n:
-        return Decision(NOT_REPRODUCED, text)
+        return Decision(NOT_REPRODUCED, text, _common_finding(
+            d for d in decisions if d.verdict == NOT_REPRODUCED))
     return Decision(INCONCLUSIVE, text)
 
 
@@ -395,7 +543,33 @@ def points_within(values, margin: float, what: str, unit: str = "layers") -> Dec
     v = np.asarray(values, float)
     text = (f"{what} {v.min():+.4f} to {v.max():+.4f} over {len(v)} {unit} (point estimates, "
             f"no interval), against ±{margin:g}")
-    return Decision(REPRODUCED if np.all(np.abs(v) < margin) else NOT_REPRODUCED, text)
+    return _decision(REPRODUCED if np.all(np.abs(v) < margin) else NOT_REPRODUCED, text, NEGATIVE)
+
+
+def points_above(values, edge: float, what: str, unit: str = "layers") -> Decision:
+    """A claim "every one exceeds `edge`" read on point estimates (an author's file without
+    intervals, read as the author reports it): reproduced if every value lies above the edge,
+    not reproduced if any lies at or below it."""
+    v = np.asarray(values, float)
+    below = int(np.sum(v <= edge))
+    text = (f"{what} {v.min():+.4f} to {v.max():+.4f} over {len(v)} {unit} (point estimates, "
+            f"no interval): {len(v) - below} of {len(v)} above {edge:g}")
+    return _decision(REPRODUCED if not below else NOT_REPRODUCED, text, POSITIVE)
+
+
+def points_share(values, edge: float, share: float, what: str, *, below: bool = True,
+                 unit: str = "layers", claims: str = POSITIVE) -> Decision:
+    """A claim "`share` of the units lie below (`below`) or above `edge`", read on an
+    author's point estimates as the author counts them (the paper's own denominator: pass
+    exactly the units the paper counts): reproduced when the share of points on the claimed
+    side reaches `share`, not reproduced when it does not. Points carry no uncertainty: this
+    reads the author's numbers as reported, and says so."""
+    v = np.asarray(values, float)
+    k = int(np.sum(v < edge) if below else np.sum(v > edge))
+    side = "below" if below else "above"
+    text = (f"{k} of {len(v)} {unit} {side} {edge:g} ({k / len(v):.1%}; point estimates as "
+            f"the author reports them, no interval) against the claim's {share:.0%}")
+    return _decision(REPRODUCED if k >= share * len(v) else NOT_REPRODUCED, text, claims)
 
 
 def fisher_interval(r: float, n: int, level: float = 0.95) -> tuple[float, float]:

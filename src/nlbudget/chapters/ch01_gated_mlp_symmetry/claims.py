@@ -18,7 +18,13 @@ NONLINEAR = ("relu", "gelu", "silu")
 NEEDS = "a check whose negative control fails as it must (as it stands the check cannot tell)"
 
 
-def _derived(cid, F, proof_keys, checks, controls, measured):
+#: What a row can show (`claims.SHOWS`): a sympy identity over matrices of one size is verified
+#: at that size (chapter 01's study picks d and n), not proved for every size; a statement over
+#: scalars (per hidden unit), or a counterexample, is proved.
+AT_ONE_SIZE, PROVED = "verified at the sizes checked", "proved"
+
+
+def _derived(cid, F, proof_keys, checks, controls, measured, shows=PROVED):
     proved = all(F["proofs"][k] for k in proof_keys)
     controls = {**{f"perturbed {k}": F["proof_controls_rejected"][k] for k in proof_keys},
                 **controls}
@@ -26,21 +32,23 @@ def _derived(cid, F, proof_keys, checks, controls, measured):
                    control="a perturbed statement the checker must reject"
                    + (", and a case that must break" if len(controls) > len(proof_keys) else ""),
                    kind="derivation", obtained="derived", scale="sympy; float64 torch modules",
-                   needs=NEEDS)
+                   needs=NEEDS, shows=shows)
 
 
 def claim_kv_memory(F, S) -> Claim:
     """P1 eq. (1): "MLP(x) = σ(x W1ᵀ) W2 = Σ_j σ(x·k_j) v_j" — a key-value memory."""
     return _derived("P1.kv-memory", F, ["kv"], {}, {},
-                    f"sympy proves the identity: {F['proofs']['kv']}; a perturbed version is "
-                    f"rejected: {F['proof_controls_rejected']['kv']}")
+                    f"sympy verifies the identity over symbolic matrices of one size: "
+                    f"{F['proofs']['kv']}; a perturbed version is rejected: "
+                    f"{F['proof_controls_rejected']['kv']}", AT_ONE_SIZE)
 
 
 def claim_static_query(F, S) -> Claim:
     """P1 eq. (2): "a static query is absorbed into the keys": σ(xQKᵀ) = σ(xK'ᵀ), K' = KQᵀ."""
     return _derived("P1.static-query", F, ["static"], {}, {},
-                    f"sympy proves the identity: {F['proofs']['static']}; a perturbed version is "
-                    f"rejected: {F['proof_controls_rejected']['static']}")
+                    f"sympy verifies the identity over symbolic matrices of one size: "
+                    f"{F['proofs']['static']}; a perturbed version is rejected: "
+                    f"{F['proof_controls_rejected']['static']}", AT_ONE_SIZE)
 
 
 def claim_rank1(F, S) -> Claim:
@@ -49,8 +57,9 @@ def claim_rank1(F, S) -> Claim:
     return _derived(
         "P1.rank1", F, ["rank1"], {"symmetric module = eq. (3)": r["symmetric_vs_eq3"] < REDUCTION_TOL},
         {"eq. (3) with A_j → −A_jᵀ differs": r["control_rankr_vs_wrong_eq3"] > BROKEN},
-        f"sympy: {F['proofs']['rank1']}; symmetric module vs eq. (3) by einsum: max |Δ| "
-        f"{r['symmetric_vs_eq3']:.1e}; control (A_j → −A_jᵀ): {r['control_rankr_vs_wrong_eq3']:.2g}")
+        f"sympy over symbolic matrices of one size: {F['proofs']['rank1']}; symmetric module vs "
+        f"eq. (3) by einsum: max |Δ| {r['symmetric_vs_eq3']:.1e}; control (A_j → −A_jᵀ): "
+        f"{r['control_rankr_vs_wrong_eq3']:.2g}", AT_ONE_SIZE)
 
 
 def claim_exchange_iff_linear(F, S) -> Claim:
@@ -74,7 +83,7 @@ def claim_counterexamples(F, S) -> Claim:
     controls = {"linear σ: no counterexample": found["linear"] is None,
                 "linear σ: output unchanged": e["linear"] < ZERO}
     dec = derivation(True, checks, controls)
-    return decided("P1.counterexamples", dec,
+    return decided("P1.counterexamples", dec, shows=PROVED,
                    measured="exact residuals σ(a)b − σ(b)a: " + ", ".join(
                        f"{a} {found[a]:.3g}" for a in NONLINEAR if found[a] is not None)
                    + "; relative output change on q↔k: "
@@ -97,7 +106,7 @@ def claim_inverse_scaling(F, S) -> Claim:
               "ReLU α>0 numerically invariant": pos["relu"] < ZERO}
     controls = {"ReLU α<0 changes": neg["relu"] > BROKEN,
                 "GELU, SiLU α>0 change": min(pos["gelu"], pos["silu"]) > BROKEN}
-    return decided("P1.inverse-scaling", derivation(True, checks, controls),
+    return decided("P1.inverse-scaling", derivation(True, checks, controls), shows=PROVED,
                    measured=f"proved: ReLU α>0 {p['relu']['positive']}, α<0 {p['relu']['negative']}; "
                    f"GELU α>0 {p['gelu']['positive']}, SiLU α>0 {p['silu']['positive']}; max "
                    "relative change for α>0: " + ", ".join(f"{a} {v:.2g}" for a, v in pos.items()),
@@ -132,7 +141,8 @@ def claim_rank_r(F, S) -> Claim:
                    f"{r['control_rank2_vs_symmetric']:.2g}",
                    control="a rank-2 module sharing the first rank's weights must differ",
                    kind="derivation", obtained="derived", scale="float64 torch modules",
-                   needs=NEEDS, note="the book's own module; the paper only outlines it")
+                   needs=NEEDS, note="the book's own module; the paper only outlines it",
+                   shows=AT_ONE_SIZE)
 
 
 CLAIMS = (claim_kv_memory, claim_static_query, claim_rank1, claim_exchange_iff_linear,

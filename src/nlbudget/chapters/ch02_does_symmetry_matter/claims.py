@@ -9,7 +9,8 @@ from nlbudget.assets import models
 from nlbudget.verdicts import stats
 from nlbudget.verdicts import controls
 from nlbudget.verdicts.claims import (DECIDING, INCONCLUSIVE, PARTLY, REPRODUCTION, Claim,
-                                      Decision, combine, decided, effect, needs_seeds)
+                                      Decision, beyond, combine, decided, effect, needs_seeds,
+                                      runs_to_decide)
 
 SYMMETRIC, GATED = "symmetric-silu", "gated-silu"
 
@@ -51,22 +52,19 @@ def _symmetric_worse(sym, gated, lower_is_better: bool, what: str,
     d, lo, hi = stats.paired_interval(sym, gated)
     if not lower_is_better:
         d, lo, hi = -d, -hi, -lo
-    dec = needs_seeds(effect(lo - min_effect, hi - min_effect,
-                             what=f"{what} beyond {min_effect:g}"), len(sym))
+    dec = needs_seeds(beyond(lo, hi, min_effect, what=what), len(sym))
     return dec, (d, lo, hi)
+
+
+def _seeds_needed(sym, gated, lower_is_better: bool, min_effect: float) -> str:
+    """Seeds for the paired interval to clear the rule's margin (`runs_to_decide`)."""
+    diff = np.subtract(sym, gated) * (1 if lower_is_better else -1)
+    return runs_to_decide(diff, margin=min_effect)
 
 
 def _without_the_forms(cid: str) -> Claim:
     return Claim(cid, "not measured", "not run", kind="book",
                  needs=f"the variants must include {SYMMETRIC} and {GATED}")
-
-
-def _seeds_needed(sym, gated) -> str:
-    diff = np.asarray(sym, float) - np.asarray(gated, float)
-    n = stats.n_to_resolve(float(np.std(diff, ddof=1)) if len(diff) > 1 else np.nan,
-                           float(diff.mean()))
-    return (f"about {n} seeds to resolve a difference of the size seen" if n
-            else "more seeds (the spread over seeds is not yet estimable)")
 
 
 def lm_trained(F) -> controls.Control:
@@ -80,7 +78,8 @@ def lm_trained(F) -> controls.Control:
            "(`lm_curves`)")
     curves = F.get("lm_curves")
     if not curves:
-        return controls.joined(controls.not_recorded(what, fix), later_mlps_used(F))
+        return controls.joined(controls.not_recorded(what, fix, guards="negative"),
+                               later_mlps_used(F))
     checks = [controls.plateau(c, what=f"{form} seed {i}", fix=fix)
               for form in (SYMMETRIC, GATED) for i, c in enumerate(curves.get(form, []))]
     bad = [c for c in checks if c.failed]
@@ -88,7 +87,8 @@ def lm_trained(F) -> controls.Control:
         what + f" (loss improved < {controls.PLATEAU_SHARE:.0%} over the last fifth)",
         f"{len(checks) - len(bad)} of {len(checks)} curves at their plateau"
         + (f"; first not: {bad[0].what}, {bad[0].measured}" if bad else ""),
-        bool(checks) and not bad, fix if bad or not checks else ""), later_mlps_used(F))
+        bool(checks) and not bad, fix if bad or not checks else "", "negative"),
+        later_mlps_used(F))
 
 
 def later_mlps_used(F) -> controls.Control:
@@ -97,10 +97,10 @@ def later_mlps_used(F) -> controls.Control:
     fix = "a learning rate that leaves the later MLPs in use (lm_lr), or more layers"
     use = F.get("lm_later_mlps")
     if not use or not all(use.get(form) for form in (SYMMETRIC, GATED)):
-        return controls.not_recorded(what, fix)
+        return controls.not_recorded(what, fix, guards="negative")
     low = min(min(use[form]) for form in (SYMMETRIC, GATED))
     return controls.above(what, low, MIN_LATER_MLPS, f"zeroing the later MLPs: {low:+.0%} at "
-                          "least", fix)
+                          "least", fix, guards="negative")
 
 
 def claim_lm(F, S) -> Claim:
@@ -110,14 +110,15 @@ def claim_lm(F, S) -> Claim:
     lm = F["lm_val_ppl"]
     if SYMMETRIC not in lm or GATED not in lm:
         return _without_the_forms("BOOK.P1.lm-symmetric-vs-gated")
-    dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True, "PPL difference",
-                                        MIN_PPL_GAP * float(np.mean(lm[GATED])))
+    gap = MIN_PPL_GAP * float(np.mean(lm[GATED]))
+    dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True, "PPL difference", gap)
     return decided(
         "BOOK.P1.lm-symmetric-vs-gated", dec, kind="book", positive=lm_trained(F),
         measured=f"val PPL symmetric {np.mean(lm[SYMMETRIC]):.2f} vs gated {np.mean(lm[GATED]):.2f}: "
         f"symmetric worse by {d:+.2f} [{lo:+.2f}, {hi:+.2f}] (paired over {len(lm[GATED])} seeds)",
         control="the gated SiLU form at the same weight budget, same batches",
-        needs=_seeds_needed(lm[SYMMETRIC], lm[GATED]) if dec.verdict == INCONCLUSIVE else "",
+        needs=_seeds_needed(lm[SYMMETRIC], lm[GATED], True, gap)
+        if dec.verdict == INCONCLUSIVE else "",
         scale=f"{S['lm_layers']}-layer d={S['lm_d_model']} GPT-NeoX, {S['lm_steps']} steps × "
         f"{S['lm_batch'] * S['lm_context']:,} tokens, {S['seeds']} seeds")
 
@@ -137,9 +138,10 @@ def claim_modular(F, S) -> Claim:
         controls.above(f"some form generalises (best mean test accuracy > "
                        f"{MIN_GENERALISING:.0%})", best, MIN_GENERALISING,
                        f"best mean test accuracy {best:.1%}",
-                       "more training steps, until some form generalises"),
+                       "more training steps, until some form generalises", guards="negative"),
         controls.above("every form fits its training set (mean train accuracy > 99 %)", fit,
-                       0.99, f"lowest mean train accuracy {fit:.1%}", "more training steps"))
+                       0.99, f"lowest mean train accuracy {fit:.1%}", "more training steps",
+                       guards="negative"))
     if best < MIN_GENERALISING:
         return Claim("BOOK.P1.modular-symmetric-vs-gated",
                      f"no form generalises (best mean test accuracy {best:.1%})", INCONCLUSIVE,
@@ -153,7 +155,8 @@ def claim_modular(F, S) -> Claim:
         f"gated {np.mean(acc[GATED]):.1%}; symmetric worse by {d:.1%} [{lo:.1%}, {hi:.1%}] "
         f"(paired over {len(acc[GATED])} seeds)",
         control="the gated SiLU form at the same weight budget, same seeds",
-        needs=_seeds_needed(acc[GATED], acc[SYMMETRIC]) if dec.verdict == INCONCLUSIVE else "",
+        needs=_seeds_needed(acc[SYMMETRIC], acc[GATED], False, MIN_ACC_GAP)
+        if dec.verdict == INCONCLUSIVE else "",
         scale=scale)
 
 

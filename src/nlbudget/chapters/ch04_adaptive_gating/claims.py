@@ -9,10 +9,11 @@ from nlbudget.assets import models
 from nlbudget.assets.reference import reference
 from nlbudget.chapters.ch04_adaptive_gating.authors import author_two_phase, claim_nofly_retention
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
-                                      REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
-                                      decided, effect, evidence, fdr_discoveries, fisher_interval,
-                                      k_of_n, majority, needs_seeds, null, points_within,
+from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
+                                      POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
+                                      Decision, all_of, beyond, by_parts, decided, effect,
+                                      evidence, fdr_discoveries, fisher_interval, k_of_n,
+                                      majority, needs_seeds, null, points_above, points_within,
                                       share_of, windows_to_decide)
 
 #: P3: "25–56 % of tokens routed linear at < 1 % PPL cost".
@@ -22,23 +23,30 @@ MIN_ROUTED, MAX_COST = 0.25, 0.01
 #: random routing (the book's margin): the gate saves RANDOM_GAIN of random routing's cost.
 ROUTING_SHARE, RANDOM_GAIN = 0.5, 0.25
 
-#: "Modest (0.54–0.61)": a layer's AUC lies in (0.5, AUC_MODEST); outside [AUC_PAPER_MIN (the
-#: paper's lowest), AUC_MODEST] it lies outside what the paper reports.
-AUC_MODEST, AUC_PAPER_MIN = 0.65, 0.54
+#: "Modest (0.54–0.61)" (tex line 213): a layer's AUC lies in (0.5, AUC_MODEST) — the upper
+#: edge is the book's; outside [AUC_PAPER_MIN, AUC_MODEST] it lies outside what the paper
+#: reports. AUC_PAPER_MIN: the text's 0.54 to its stated precision (0.535), which admits the
+#: author's own lowest stored AUC (0.5361, layer 1, context_vs_token_gpt2-medium.json).
+AUC_MODEST, AUC_PAPER_MIN = 0.65, 0.535
 
 #: A larger gate "adds nothing" over the d+1 gate when its AUC gain stays below this share of
 #: the d+1 gate's own signal above chance (AUC − 0.5), and never below AUC_MARGIN AUC points.
 LARGER_SHARE, AUC_MARGIN = 0.25, 0.005
 
-#: "The context-only gate matches the full gate within 0.004 AUC": the paper's own margin;
-#: "token-only ≈ chance": within 0.07 of 0.5 — the paper's own token-only AUCs reach 0.568.
-CONTEXT_MARGIN, CHANCE_MARGIN = 0.004, 0.07
+#: "The context-only gate matches the full gate within 0.004 AUC at every layer" (tex lines 39,
+#: 48): the paper's own margin for "≈". The paper's criterion for the token gate is "context
+#: gate ≈ full gate ≫ token gate" (tex line 139; "the token-identity gate adds essentially
+#: nothing", line 39), not "token ≈ chance" (its own token-only AUCs are 0.533–0.568): the full
+#: gate beats the token gate by more than TOKEN_GAP — the paper's own resolution of "≈", so
+#: that "≫" at least exceeds what the paper calls equal (the book's reading: "≫" has no number).
+CONTEXT_MARGIN = 0.004
+TOKEN_GAP = CONTEXT_MARGIN
 
 #: A claim about layers holds at this share of layers; no-fly lists do not transfer: |r| below
 #: R_MARGIN (the paper's own "r < 0.05").
 LAYER_SHARE, R_MARGIN = 0.8, 0.05
 
-#: The paper's own no-fly correlations and the tokens each rests on (tex line 278): within
+#: The paper's own no-fly correlations and the tokens each rests on (tex lines 280–281): within
 #: Wikipedia r = 0.041 over 149 tokens found again, on LAMBADA −0.062 over 100. Their 95 %
 #: intervals reach ±0.16 and ±0.20: the paper's own data cannot place |r| below 0.05.
 PAPER_NOFLY = {"same domain": (0.041, 149), "cross-domain": (-0.062, 100)}
@@ -57,8 +65,9 @@ COMPOUND_MAX_COST, COMPOUND_MIN_SAVED = 0.02, 0.15
 CHANCE_SHARE, OVERFIT_GAP, NONLINEAR_FLOOR = 0.5, 0.05, 0.01
 
 AUTHOR_FILES = ("the P3 author's result files (pbalogh/half-the-nonlinearity, data/, CC BY 4.0), "
-                "transcribed in data/reference/; the author's own 95 % intervals, not corrected "
-                "over layers")
+                "transcribed in data/reference/; read on the author's point estimates (the "
+                "files' 'intervals' are the gated model's own spread over documents divided by "
+                "the baseline's point: unpaired, not intervals of the cost)")
 
 
 def gates_beat_chance(F) -> controls.Control:
@@ -72,7 +81,8 @@ def gates_beat_chance(F) -> controls.Control:
                             f"above 0.5 at ≥ {CHANCE_SHARE:.0%} of layers)",
                             f"{name}: {k} of {len(fam)} layers", ok,
                             "" if ok else f"train the gates on more tokens (here "
-                            f"{F['pretrained'][name]['tokens']['gate']:,}; the paper 25–50k)")
+                            f"{F['pretrained'][name]['tokens']['gate']:,}; the paper 25–50k)",
+                            "negative", f"every layer of {name} ({len(fam)})")
 
 
 def gates_not_overfit(F) -> controls.Control:
@@ -83,7 +93,8 @@ def gates_not_overfit(F) -> controls.Control:
     held = float(np.median([r["auc"]["linear:x"][0] for r in rows]))
     return controls.not_overfit(f"{name}'s d+1 gates do not over-fit (median AUC)", fit, held,
                                 OVERFIT_GAP, f"train the gates on more tokens (here "
-                                f"{F['pretrained'][name]['tokens']['gate']:,}; the paper 25–50k)")
+                                f"{F['pretrained'][name]['tokens']['gate']:,}; the paper 25–50k)",
+                                scope=f"every layer of {name} ({len(rows)})")
 
 
 def gates_work(F) -> controls.Control:
@@ -114,7 +125,7 @@ def pair_nonlinear(F) -> controls.Control:
                        f"linear to within {lo:+.3%} (largest lower end)",
                        "a pair whose middle MLPs a linear map cannot replace (a larger pair, or "
                        "the paper profile's models): linearizing these costs too little for a "
-                       "gate to win anything back"))
+                       "gate to win anything back", guards="negative", scope="the middle third"))
 
 
 def _main(F):
@@ -200,20 +211,29 @@ def claim_gate_vs_random(F, S) -> Claim:
 
 def claim_gate_auc(F, S) -> Claim:
     """P3: "the gate's per-token AUC is modest (0.54–0.61)" — above chance, and modest: one
-    band. Per layer, on its corrected interval: inside the band when it lies above 0.5 and below
-    AUC_MODEST; outside when it lies below AUC_PAPER_MIN (a gate at chance ranks no better than
+    band. Per layer, inside the band when its corrected held-out interval lies above 0.5 and
+    both that interval's upper end and the gate's in-sample AUC lie below AUC_MODEST; outside
+    when the held-out interval lies below AUC_PAPER_MIN (a gate at chance ranks no better than
     the paper's weakest) or above AUC_MODEST; reproduced when MOST layers lie inside, not
-    reproduced when more than 1 − MOST lie outside."""
+    reproduced when more than 1 − MOST lie outside.
+
+    Over-fitting (scored held out) pulls an AUC towards 0.5: it cannot lift a layer above
+    chance, and the in-sample AUC bounds what a better-fitted gate would reach on these
+    features, so `inside` is a finding over-fitting cannot produce (POSITIVE) and the
+    over-fitting control guards only `outside` (NEGATIVE)."""
     name = _main(F)
     rows = F["pretrained"][name]["per_layer"]
     fam = {r["layer"]: r["auc_family"]["linear:x"] for r in rows}
-    inside = sum(lo > 0.5 and hi < AUC_MODEST for _, lo, hi in fam.values())
+    fit = {r["layer"]: r["auc_train"] for r in rows}
+    inside = sum(lo > 0.5 and max(hi, fit[l]) < AUC_MODEST for l, (_, lo, hi) in fam.items())
     outside = sum(hi < AUC_PAPER_MIN or lo > AUC_MODEST for _, lo, hi in fam.values())
     n = len(fam)
-    text = (f"{inside} of {n} layers' corrected AUC intervals lie inside (0.5, {AUC_MODEST}), "
-            f"{outside} outside [{AUC_PAPER_MIN}, {AUC_MODEST}] (needed: {MOST:.0%} inside)")
-    dec = (Decision(REPRODUCED, text) if inside >= MOST * n else
-           Decision(NOT_REPRODUCED, text) if n - outside < MOST * n else
+    text = (f"{inside} of {n} layers' corrected held-out AUC intervals lie inside (0.5, "
+            f"{AUC_MODEST}) with the in-sample AUC below {AUC_MODEST} too (largest "
+            f"{max(fit.values()):.3f}), {outside} outside [{AUC_PAPER_MIN}, {AUC_MODEST}] "
+            f"(needed: {MOST:.0%} inside)")
+    dec = (Decision(REPRODUCED, text, POSITIVE) if inside >= MOST * n else
+           Decision(NOT_REPRODUCED, text, NEGATIVE) if n - outside < MOST * n else
            Decision(INCONCLUSIVE, text))
     a = [v[0] for v in fam.values()]
 
@@ -228,7 +248,8 @@ def claim_gate_auc(F, S) -> Claim:
     return decided("P3.gate-auc", dec, tested=TRANSFER, positive=gates_not_overfit(F),
                    setting=f"{name} on {S['corpus']}, not GPT-2 Medium on WikiText-103",
                    measured=f"{name}: d+1 gate AUC on held-out tokens {min(a):.3f}–{max(a):.3f} "
-                   f"(median {np.median(a):.3f})",
+                   f"(median {np.median(a):.3f}); in-sample {min(fit.values()):.3f}–"
+                   f"{max(fit.values()):.3f}",
                    control="chance (0.5, a gate that does not rank) and the paper's band; "
                    "intervals over held-out windows, Bonferroni-corrected over layers",
                    needs=_needs_windows(need, S["select_windows"], "held-out select windows"),
@@ -273,45 +294,50 @@ def claim_larger_gates(F, S) -> Claim:
 
 
 def claim_context_not_token(F, S) -> Claim:
-    """P3: "the context-only gate matches the full gate within 0.004 AUC; token-only ≈ chance".
-    The three gates read the residual stream's coordinates: full h, token e, context c = h − e.
-    Part (context): per layer, AUC(c) − AUC(h) within ±CONTEXT_MARGIN (the paper's 0.004);
-    part (token): per layer, the token gate's AUC within ±CHANCE_MARGIN of 0.5 (the paper's own
-    token-only AUCs, 0.533–0.568, lie within it). Each part holds at LAYER_SHARE of layers."""
+    """P3: "If context gate ≈ full gate ≫ token gate, routing is contextual" (tex line 139);
+    "the context-only gate matches the full gate within 0.004 AUC at every layer — while the
+    token-identity gate adds essentially nothing" (line 39). The gates read the residual
+    stream's coordinates: full h, token e, context c = h − e. Part (context ≈ full, a null
+    claim): per layer, AUC(c) − AUC(h) within ±CONTEXT_MARGIN (the paper's 0.004); part (full ≫
+    token): per layer, AUC(h) − AUC(e) above TOKEN_GAP. Each part holds at LAYER_SHARE of
+    layers. The author's files (AUCs without intervals) are read on their points, at "every
+    layer" as the paper states it."""
     name = _main(F)
-    key = "linear:c−linear:h"
+    key, tkey = "linear:c−linear:h", "linear:e−linear:h"
     rows = [r for r in F["pretrained"][name]["per_layer"] if key in r["auc_diff_family"]]
     ctx = [null(r["auc_diff_family"][key][1], r["auc_diff_family"][key][2],
                 margin=CONTEXT_MARGIN) for r in rows]
-    tokd = [null(r["auc_family"]["linear:e"][1] - 0.5, r["auc_family"]["linear:e"][2] - 0.5,
-                 margin=CHANCE_MARGIN) for r in rows]
+    tokd = [beyond(-r["auc_diff_family"][tkey][2], -r["auc_diff_family"][tkey][1], TOKEN_GAP,
+                   what="full − token AUC") for r in rows if tkey in r["auc_diff_family"]]
     dc = majority(ctx, LAYER_SHARE, "context ≈ full")
-    dt = majority(tokd, LAYER_SHARE, "token ≈ chance")
-    dec, parts = by_parts({"context ≈ full": dc, "token ≈ chance": dt})
+    dt = majority(tokd, LAYER_SHARE, "full ≫ token")
+    dec, parts = by_parts({"context ≈ full": dc, "full ≫ token": dt})
     aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:h", "linear:c", "linear:e")}
     rng = {k: f"{min(v):.3f}–{max(v):.3f}" for k, v in aucs.items()}
     ref = reference("context_vs_token")
+    gap = ref.full - ref.token_only
     a_parts = {"context ≈ full": points_within(ref.context_only - ref.full, CONTEXT_MARGIN,
                                                 "context − full AUC"),
-               "token ≈ chance": points_within(ref.token_only - 0.5, CHANCE_MARGIN,
-                                                "token AUC − 0.5")}
+               "full ≫ token": points_above(gap, TOKEN_GAP, "full − token AUC")}
     a_dec, _ = by_parts(a_parts)
     authors = evidence(
         AUTHORS, a_dec, setting=AUTHOR_FILES + " (context_vs_token_*.json: AUCs without "
-        "intervals, so read on their point estimates)",
+        "intervals, so read on their point estimates)", reads="points",
         measured="GPT-2 Medium and Pythia-410M, " + f"{len(ref)} layers: context − full "
         f"{(ref.context_only - ref.full).min():+.4f} to {(ref.context_only - ref.full).max():+.4f}"
-        f"; token {ref.token_only.min():.3f}–{ref.token_only.max():.3f}",
+        f"; full − token {gap.min():+.4f} to {gap.max():+.4f} (token {ref.token_only.min():.3f}–"
+        f"{ref.token_only.max():.3f})",
         control=controls.Control("the author's full gates beat chance (AUC > 0.5 at every "
                                  "layer, point estimates)", f"{ref.full.min():.3f}–"
-                                 f"{ref.full.max():.3f}", bool((ref.full > 0.5).all())))
+                                 f"{ref.full.max():.3f}", bool((ref.full > 0.5).all()),
+                                 guards="negative"))
     return decided("P3.context-not-token", dec, parts=parts, tested=TRANSFER, authors=authors,
                    positive=gates_work(F),
                    setting=f"{name} on {S['corpus']}, not GPT-2 Medium / Pythia-410M",
                    measured=f"{name}: AUC full (h) {rng['linear:h']}, context {rng['linear:c']}, "
                    f"token {rng['linear:e']}",
-                   control="the full gate (context part) and chance, 0.5 (token part); corrected "
-                   "paired intervals over held-out windows",
+                   control="the full gate (both parts: context within ±0.004 of it, token below "
+                   "it by more than 0.004); corrected paired intervals over held-out windows",
                    author_data="GPT-2 Medium: token-only 0.533–0.568 vs full 0.536–0.609",
                    needs="more held-out select windows", scale=_scale(F, S),
                    note="split in the residual stream (h = e + c exactly), not the paper's x − e "
@@ -362,13 +388,14 @@ def claim_nofly(F, S) -> Claim:
         "the measurement detects a correlation where one must exist: the same corpus's "
         "all-token δ correlation between its two halves lies above 0", sc[0], 0.0,
         f"same domain, all {same['n_common']} common tokens: ρ {fr(same.get('r_common'))} "
-        f"(CI {fr(sc[0])}…{fr(sc[1])})", "more no-fly windows (≈ 200 at one layer)")
+        f"(CI {fr(sc[0])}…{fr(sc[1])})", "more no-fly windows (≈ 200 at one layer)",
+        guards="negative", scope=f"layer {nf['layer']}")
     ivs = {k: fisher_interval(r, n) for k, (r, n) in PAPER_NOFLY.items()}
     authors = evidence(
         AUTHORS, all_of({k: null(*iv, margin=R_MARGIN, what=f"ρ ({k})") for k, iv in ivs.items()}),
         measured="; ".join(f"{k}: r = {r:+.3f} over {n} tokens found again, 95 % CI "
                            f"{ivs[k][0]:+.2f}…{ivs[k][1]:+.2f}" for k, (r, n) in PAPER_NOFLY.items()),
-        setting="the paper's own table (tex line 278: tokens found again and r per corpus), "
+        setting="the paper's own table (tex lines 280–281: tokens found again and r per corpus), "
         "Fisher-z intervals", control=controls.none_needed("the author's measured lists"))
     return decided(
         "P3.nofly-cross-corpus", dec, tested=TRANSFER, positive=positive, authors=authors,
@@ -404,9 +431,9 @@ def claim_compound(F, S) -> Claim:
     saved = comp["all"]["flops_saved"]
     dec = _compound(saved, lo, hi)
     pc = reference("compound").set_index("model").loc["gpt2-medium"]
-    a_dec = _compound(pc.flops_saved_total_pct / 100, pc.gated_ci_lo_pct / 100,
-                      pc.gated_ci_hi_pct / 100)
-    authors = evidence(AUTHORS, a_dec, setting=AUTHOR_FILES + " (compound_ci_gpt2_medium.json)",
+    a_dec = _compound(pc.flops_saved_total_pct / 100, pc.gated_pct / 100, pc.gated_pct / 100)
+    authors = evidence(AUTHORS, a_dec, setting=AUTHOR_FILES + " (compound_ci_gpt2_medium.json; "
+                       "read on its point: its interval is an unpaired spread)", reads="points",
                        measured=f"GPT-2 Medium, all {int(pc.gated_layers)} gates at once: "
                        f"{pc.gated_pct:+.0f} % PPL (CI {pc.gated_ci_lo_pct:+.0f}…"
                        f"{pc.gated_ci_hi_pct:+.0f} %), {pc.flops_saved_total_pct:.0f} % FLOPs saved",
@@ -439,12 +466,15 @@ def claim_gated_negative_regularization(F, S) -> Claim:
     dec = k_of_n(len(k), len(worse), len(rows), PAPER_GATED_IMPROVING,
                  what="gated layers improve (Benjamini–Hochberg, q = 0.05)")
     gm = reference("gate_costs").query("model == 'gpt2-medium'")
-    a_better, a_worse = int((gm.gate_ci_hi_pct < 0).sum()), int((gm.gate_ci_lo_pct > 0).sum())
+    a_better, a_worse = int((gm.gate_pct < 0).sum()), int((gm.gate_pct > 0).sum())
     authors = evidence(AUTHORS, k_of_n(a_better, a_worse, len(gm), PAPER_GATED_IMPROVING,
-                                       what="gated layers improve"),
-                       measured=f"GPT-2 Medium best gates: intervals below 0 at {a_better} of "
-                       f"{len(gm)} layers",
-                       setting=AUTHOR_FILES + " (bootstrap_ci_gpt2_medium.json)",
+                                       what="gated layers improve (point estimates)"),
+                       measured=f"GPT-2 Medium best gates, the author's point estimates: "
+                       f"{a_better} of {len(gm)} layers below the baseline (lowest "
+                       f"{gm.gate_pct.min():+.2f} %); the text's 4 of 23 (and its L9 −0.10 %, "
+                       "L6 −0.06 %) are in no stored file",
+                       setting=AUTHOR_FILES + " (bootstrap_ci_gpt2_medium.json, best_gate; "
+                       "read on points: its intervals are unpaired spreads)", reads="points",
                        control=controls.none_needed("the author's trained gates and files"))
     return decided(
         "P3.gated-negative-regularization", dec, tested=TRANSFER, positive=gates_work(F),
@@ -456,8 +486,8 @@ def claim_gated_negative_regularization(F, S) -> Claim:
                     for m, rep in F["pair"].items()),
         control="the unmodified model on the same windows; layers counted at a false discovery "
         "rate of 5 % (Benjamini–Hochberg); the paper's share of improving layers (4/23)",
-        author_data=f"GPT-2 Medium best gates: intervals below 0 at {a_better} of {len(gm)} "
-        "layers (text: 4 of 23)",
+        author_data=f"GPT-2 Medium best gates: point estimates below 0 at {a_better} of "
+        f"{len(gm)} layers (text: 4 of 23)",
         needs="more evaluation windows", scale=_scale(F, S))
 
 
@@ -491,9 +521,84 @@ def claim_two_phase(F, S) -> Claim:
         f"{S['pair_seeds']} seed(s) (paper: 2,000 + 3,000 steps on GPT-2 Medium)")
 
 
+#: "40 % of individual MLP computations can be replaced by a single matrix multiply with no
+#: measurable degradation" (tex line 31): the share, as the text states it (39.9 %, lines 334,
+#: 357), to its precision.
+PAPER_FORTY = 0.395
+
+
+def claim_forty_percent(F, S) -> Claim:
+    """P3 (abstract and introduction, tex line 31): "40 % of individual MLP computations can be
+    replaced by a single matrix multiply with no measurable degradation". Two parts on the
+    author's files: (share) the best gates' mean routed share over the 23 layers the paper
+    counts reaches PAPER_FORTY (point estimates); (no measurable degradation) a paired interval
+    of each layer's gated cost — which no stored file allows (their per-layer 'intervals' are
+    unpaired spreads, and no file holds per-document losses), so that part stays undecided;
+    the text's 39.9 % is no stored figure. The book's own routing is `P3.gate-routing`."""
+    gm = reference("gate_costs").query("model == 'gpt2-medium'")
+    share = gm.routed_pct.mean() / 100
+    parts = {"share": Decision(REPRODUCED if share >= PAPER_FORTY else NOT_REPRODUCED,
+                               f"mean routed share of the best gates over {len(gm)} layers "
+                               f"{share:.1%} against the text's 40 % (point estimates)", POSITIVE),
+             "no measurable degradation": Decision(
+                 INCONCLUSIVE, f"the gated costs are {gm.gate_pct.min():+.2f} to "
+                 f"{gm.gate_pct.max():+.2f} % (points, every one above 0); 'not measurable' "
+                 "needs a paired interval, and no stored file allows one")}
+    dec, verdicts = by_parts(parts)
+    authors = evidence(AUTHORS, dec, reads="points",
+                       setting=AUTHOR_FILES + " (bootstrap_ci_gpt2_medium.json, best_gate)",
+                       measured=f"GPT-2 Medium best gates: routed {gm.routed_pct.min():.0f}–"
+                       f"{gm.routed_pct.max():.0f} % (mean {share:.1%}); gated cost "
+                       f"{gm.gate_pct.min():+.2f} to {gm.gate_pct.max():+.2f} %; the text's 39.9 % "
+                       "is in no stored file; all gates at once cost "
+                       f"{reference('compound').set_index('model').loc['gpt2-medium'].gated_pct:+.0f} %",
+                       control=controls.none_needed("the author's trained gates and files"))
+    return decided("P3.forty-percent", dec, authors=authors, parts=verdicts,
+                   measured=authors["measured"],
+                   control="the unmodified GPT-2 Medium on the same documents (the author's)",
+                   needs="the author's per-document losses of the gated and the full model "
+                   "(paired), or the paper profile's GPT-2 Medium run here",
+                   note="each layer gated alone; the book's routing on SmolLM2 is "
+                   "P3.gate-routing")
+
+
+#: GPT-2 Large: "11 of 36 layers beating baseline" with gating (tex lines 19, 379, 637).
+PAPER_LARGE_GATED = 11 / 36
+
+
+def claim_large_gated(F, S) -> Claim:
+    """P3: "the full 36-layer sweep of GPT-2 Large finds 11 of 36 layers beating baseline"
+    (with gating, tex lines 19, 379, 637). The author's sweep (scale_test_gpt2_large.json: four
+    gates a layer, point estimates, no interval), read as the author counts it: a layer beats
+    the baseline where its best gate's point estimate lies below it (`k_of_n` on points against
+    the text's 11/36). The author's number against the author's text: a consistency check; no
+    run here (GPT-2 Large runs at the paper profile only)."""
+    lg = reference("large_gates")
+    k, k_not = int((lg.gate_pct < 0).sum()), int((lg.gate_pct > 0).sum())
+    dec = k_of_n(k, k_not, len(lg), PAPER_LARGE_GATED, what="gated layers below the baseline "
+                 "(point estimates)")
+    better = lg[lg.gate_pct < 0]
+    authors = evidence(AUTHORS, dec, reads="points",
+                       setting="the P3 author's scale_test_gpt2_large.json (pbalogh/half-the-"
+                       "nonlinearity, data/, CC BY 4.0), transcribed in data/reference/"
+                       "p3_large_gates.csv; best of four gates per layer",
+                       measured=f"GPT-2 Large: {k} of {len(lg)} layers' best gate below the "
+                       f"baseline (L{', L'.join(map(str, better.layer))}; "
+                       f"{better.gate_pct.max():+.2f} to {better.gate_pct.min():+.2f} %); "
+                       f"all-linear: {int((lg.all_linear_pct < 0).sum())} of {len(lg)}",
+                       control=controls.none_needed("the author's trained gates and files"))
+    return decided("P3.large-gated-beats-baseline", dec, authors=authors,
+                   measured=authors["measured"], control="the unmodified GPT-2 Large (the author's)",
+                   needs="GPT-2 Large runs at the paper profile only (hub, GPU)",
+                   note=f"gains of {-better.gate_pct.max():.2f}–{-better.gate_pct.min():.2f} % "
+                   "with no interval: the count cannot say whether any layer beats the "
+                   "baseline beyond noise")
+
+
 CLAIMS = (claim_gate_routing, claim_gate_vs_random, claim_larger_gates, claim_context_not_token,
           claim_nofly, claim_nofly_retention, claim_delta_skew, claim_compound, claim_gate_auc,
-          claim_gated_negative_regularization, claim_two_phase)
+          claim_gated_negative_regularization, claim_two_phase, claim_forty_percent,
+          claim_large_gated)
 
 
 def claims(F: dict, S: dict) -> list[Claim]:

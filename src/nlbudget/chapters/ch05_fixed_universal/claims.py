@@ -9,7 +9,8 @@ from nlbudget.chapters.ch05_fixed_universal.study import SETTING_KW, task_names
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, MIN_SEEDS, NOT_REPRODUCED, NOT_RUN, PARTLY,
                                       REPRODUCED, REPRODUCTION, Claim, Decision, all_of, by_parts,
-                                      combine, decided, effect, needs_seeds)
+                                      combine, decided, effect, needs_seeds,
+                                      runs_to_decide)
 
 #: Every row of this chapter is the paper's own setting (its tasks and models) at the sizes
 #: this machine allows.
@@ -95,6 +96,7 @@ def claim_sparse_construction(F, S) -> Claim:
                    "construction is not built here (the book's own is of width ~(H+1)^L·d)")
     return decided(
         "P2.sparse-construction", dec, parts=parts, tested=REPRODUCTION, setting=SETTING,
+        shows="the book's construction",
         positive=controls.none_needed("a construction, checked in float64 against a random "
                                       "program that must miss (the rule's negative control)"),
         measured=f"our {{0,1}} construction: max error {err:.1e} over {len(rows)} shapes (H ≤ 4, "
@@ -181,7 +183,8 @@ def _solver_control(names, parts, exact, dec) -> controls.Control:
         "; ".join(f"{n}: m = {exact[n]['m']}, held out {max(exact[n]['errors']):.1e}"
                   + ("" if exact[n]["planted"] is None else f", planted {exact[n]['planted']:.1e}")
                   for n in names),
-        any(sensitive.values()), "more Levenberg–Marquardt iterations, or larger widths")
+        any(sensitive.values()), "more Levenberg–Marquardt iterations, or larger widths",
+        "negative")
 
 
 def claim_random_universal(F, S) -> Claim:
@@ -291,6 +294,7 @@ def claim_looped(F, S) -> Claim:
     dec = combine(parts)
     return decided(
         "P2.looped", Decision(dec.verdict, dec.reason + "; " + programmed.reason), parts=parts,
+        shows="the book's construction",
         positive=_reference_learns(F, "dyck", setting), tested=REPRODUCTION, setting=SETTING,
         measured=f"looped random UT ({setting}): {_mean(v):.1%} on held-out Dyck-1 strings "
         "(seeds: " + ", ".join(f"{a:.1%}" for a in v) + f"); the untied random UT {untied:.1%}",
@@ -404,13 +408,9 @@ def claim_khop_random_mlp(F, S) -> Claim:
         base = _acc(F, hop, "random", "+residual+LN")
         mlp = _acc(F, hop, "random", "+residual+LN+MLP")
         d, lo, hi = stats.paired_interval(mlp, base)
-        sd = float(np.std(np.subtract(mlp, base), ddof=1)) if len(base) > 1 else float("nan")
-        n = stats.n_to_resolve(sd, d)
         return (needs_seeds(effect(lo, hi, what="gain"), len(base)), {},
                 f"{hop}, random UT: {_mean(base):.1%} → {_mean(mlp):.1%} with frozen random "
-                f"MLPs ({d:+.1%})",
-                f"≈ {n} seeds to resolve a gain of {d:+.1%} at the spread seen (s.d. "
-                f"{sd:.1%} over {len(base)} seeds)" if n else "")
+                f"MLPs ({d:+.1%})", runs_to_decide(np.subtract(mlp, base)))
 
     return _every_hop("P2.khop-random-mlp", F, S, judge,
                       "the same random UT without MLPs, same seeds", "+residual+LN+MLP")

@@ -68,10 +68,13 @@ def _setting(m: str, F) -> str:
             f"{models.label(m)}, another model family than the paper's")
 
 
-def probes_trained(F, m: str, variants=(MAIN, "lora")) -> controls.Control:
+def probes_trained(F, m: str, variants=(MAIN, "lora"), guards: str = "both") -> controls.Control:
     """Positive control of a comparison of probes with LoRA on model `m`: every arm compared
     moved perplexity off the frozen base (its interval over windows lies below 0) and trained
-    to its plateau (`controls.plateau` on its training loss)."""
+    to its plateau (`controls.plateau` on its training loss). An under-trained arm compared
+    with the frozen base can only understate its effect (`guards="negative"`); arms compared
+    with each other (a probe against LoRA) can err either way (`guards="both"`: an
+    under-trained LoRA flatters the probe)."""
     st = F["studies"][m]
     fix = f"train the probes longer (here {F['setup'][m]['steps']} steps) at full"
     out = []
@@ -80,9 +83,9 @@ def probes_trained(F, m: str, variants=(MAIN, "lora")) -> controls.Control:
         out.append(controls.Control(f"{v} moves perplexity off the frozen base (interval below "
                                     "0)", f"{v} {_pct(st[v]['vs_base']['ppl_change'])} "
                                     f"[{_pct(lo)}, {_pct(hi)}]", bool(hi is not None and hi < 0),
-                                    "" if hi is not None and hi < 0 else fix))
+                                    "" if hi is not None and hi < 0 else fix, guards))
         out.append(controls.plateau(st[v].get("train_loss"), what=f"{v} trained to its plateau",
-                                    fix=fix))
+                                    fix=fix, guards=guards))
     return controls.joined(*out)
 
 
@@ -96,12 +99,13 @@ def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim
     pc = pieces[kind]["positive_control"] if kind else {}
     needs = "; ".join([c.why() for c in failed] + [kw["needs"]])
     parts = {}
-    if dec.verdict == PARTLY:  # the parts of the model that sets the headline
-        parts = next(p for m, p in kw.get("parts", {}).items() if _kind(m) == kind)
+    if dec.verdict == PARTLY:  # the parts of the model that sets the headline, as guarded
+        parts = pieces[kind].get("parts") or next(
+            p for m, p in kw.get("parts", {}).items() if _kind(m) == kind)
     return Claim(cid, "; ".join(texts.values()), dec.verdict, reason=dec.reason,
                  control=kw["control"], needs=needs if dec.verdict in (INCONCLUSIVE, NOT_RUN)
                  else "", scale=kw["scale"], positive_control=pc, evidence=pieces,
-                 note=kw.get("note", ""), parts=parts)
+                 note=kw.get("note", ""), parts=parts, finds=dec.finds)
 
 
 def claim_ppl(F, S) -> Claim:
@@ -179,7 +183,7 @@ def claim_skip_by_depth(F, S) -> Claim:
                     f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = "
                     f"{r_norm:+.2f}")
     return _by_model("P4.skip-by-depth", decs,
-                     {m: probes_trained(F, m, (MAIN,)) for m in decs}, texts, F=F,
+                     {m: probes_trained(F, m, (MAIN,), "negative") for m in decs}, texts, F=F,
                      control="no trend with depth (ρ = 0)", needs="≥ 3 seeds of the probes; the "
                      "paper's own statistic, the learned skip gate per layer", scale=_scale(F))
 
@@ -214,6 +218,7 @@ def claim_no_kv_overhead(F, S) -> Claim:
         dec = Decision(NOT_REPRODUCED, f"cache bytes equal: {ok_bytes}; cached = uncached: "
                        f"{ok_logits}")
     return decided("P4.no-kv-overhead", dec, measured="; ".join(texts), tested=REPRODUCTION,
+                   shows="the book's construction",
                    setting="the paper's modules built as it describes, on "
                    + " and ".join(models.label(m) for m in F["studies"]),
                    positive=controls.Control("a trained probe's logits differ from the base "
@@ -256,7 +261,44 @@ def claim_comprehension(F, S) -> Claim:
         decs[m] = needs_seeds(dec, _n_seeds(F, m))
         texts[m] = t
     return _by_model("P4.comprehension", decs,
-                     {m: probes_trained(F, m, ("pre", "lora")) if "pre" in F["studies"][m]
+                     {m: probes_trained(F, m, ("pre", "lora"), "negative")
+                      if "pre" in F["studies"][m] else controls.none_needed("not run")
+                      for m in decs}, texts, F=F,
+                     parts=parts, control="the frozen base on the same items and windows",
+                     needs=f"≥ 3 seeds per variant; more last-word items (here {F['n_items']})",
+                     scale=_scale(F), note=("" if S["lastword"] == "lambada" else
+                                            f"{S['lastword']} last-word items, not LAMBADA"))
+
+
+def claim_skip_combines(F, S) -> Claim:
+    """P4: "the skip combines both" (pre-projection helps comprehension, LoRA perplexity; the
+    content skip alone does both). Per model, the skip-only arm against the frozen base on the
+    same windows and items, two parts: it lowers perplexity (interval below 0) and it raises
+    last-word accuracy (interval above 0). A model whose frozen base gets fewer than
+    MIN_CORRECT items right is not counted. Positive control: the skip arm trained
+    (`probes_trained`, against the base: it guards the negative findings)."""
+    decs, texts, parts = {}, {}, {}
+    for m, st in F["studies"].items():
+        if "skip" not in st:
+            decs[m], texts[m] = Decision(NOT_RUN, "no skip-only variant"), m
+            continue
+        sk = st["skip"]["vs_base"]
+        t = (f"{models.label(m)}: skip only vs the frozen base: perplexity "
+             f"{_pct(sk['ppl_change'])} [{_pct(sk['ppl_ci'][0])}, {_pct(sk['ppl_ci'][1])}], "
+             f"accuracy {_pct(sk.get('acc_change'))} [{_pct(sk['acc_ci'][0])}, "
+             f"{_pct(sk['acc_ci'][1])}]")
+        if st["base"]["correct"] < MIN_CORRECT or None in sk["acc_ci"]:
+            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
+            texts[m] = t + " (not counted: base too weak)"
+            continue
+        dec, parts[m] = by_parts({
+            "lowers perplexity": effect(-sk["ppl_ci"][1], -sk["ppl_ci"][0],
+                                        what="perplexity drop"),
+            "helps comprehension": effect(*sk["acc_ci"], what="accuracy gain")})
+        decs[m] = needs_seeds(dec, _n_seeds(F, m))
+        texts[m] = t
+    return _by_model("P4.skip-combines", decs,
+                     {m: probes_trained(F, m, ("skip",), "negative") if "skip" in F["studies"][m]
                       else controls.none_needed("not run") for m in decs}, texts, F=F,
                      parts=parts, control="the frozen base on the same items and windows",
                      needs=f"≥ 3 seeds per variant; more last-word items (here {F['n_items']})",
@@ -265,7 +307,7 @@ def claim_comprehension(F, S) -> Claim:
 
 
 CLAIMS = (claim_lambada, claim_ppl, claim_skip_by_depth, claim_no_kv_overhead,
-          claim_comprehension)
+          claim_comprehension, claim_skip_combines)
 
 
 def claims(F: dict, S: dict) -> list[Claim]:

@@ -9,8 +9,8 @@ import numpy as np
 from scipy import stats as sps
 
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim,
-                                      Decision, decided, share_of)
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
+                                      POSITIVE, REPRODUCED, Claim, Decision, decided, share_of)
 
 #: A fixed random nonlinearity "recovers" a layer when it removes at least this share of what
 #: the linear surrogate costs (a superiority margin: less is not a recovery worth the name).
@@ -57,7 +57,8 @@ def read_out_generalises(rows: list, fit_tokens: int | None = None) -> controls.
     cv = all(r.get("lambda_rf") is not None for r in rows)
     fix = "λ chosen by cross-validation on held-out windows"
     if any(r.get("r2_rf_held_out") is None for r in rows):
-        return controls.not_recorded(what, fix + ", the held-out R² recorded")
+        return controls.not_recorded(what, fix + ", the held-out R² recorded",
+                                     guards="negative")
     gaps = [r["r2_rf"] - r["r2_rf_held_out"] for r in rows]
     bad = sum(g > OVERFIT_GAP for g in gaps)
     if cv and fit_tokens:  # a ridge fit's optimism falls as 1/n at a fixed λ-share
@@ -67,7 +68,8 @@ def read_out_generalises(rows: list, fit_tokens: int | None = None) -> controls.
     how = " (λ by cross-validation)" if cv else " (fixed λ)"
     return controls.Control(what, f"{bad} of {len(rows)} layers over-fit (gap median "
                             f"{np.median(gaps):+.3f}, largest {max(gaps):+.3f}){how}", bad == 0,
-                            fix if bad else "")
+                            fix if bad else "", "negative",
+                            f"every layer ({len(rows)}) of the model")
 
 
 def claim_rf_recovers(F, S) -> Claim:
@@ -148,7 +150,25 @@ def lenses_reliable(F, names: tuple) -> controls.Control | None:
         "1 − mean(se²) / variance across layers)",
         "; ".join(f"{k} {r:.2f}" for k, r in known.items()) +
         "".join(f"; {k}: no interval recorded (taken as exact)" for k in rel if k not in known),
-        not bad, f"{', '.join(bad)} measured on more windows" if bad else "")
+        not bad, f"{', '.join(bad)} measured on more windows" if bad else "", "negative")
+
+
+def relation(lo: float, hi: float, p: float, att: float, text: str) -> Decision:
+    """`relate`'s rule on ρ's interval [lo, hi], the permutation p and the lenses' attenuation
+    `att`: reproduced (a relation found) when the interval lies above MIN_RHO and p < ALPHA;
+    not reproduced (none of that size) when its upper end divided by `att` lies below MIN_RHO;
+    else inconclusive. Lens noise pulls ρ towards 0, so a lens-reliability control guards the
+    negative finding only."""
+    if not math.isfinite(lo):
+        return Decision(INCONCLUSIVE, f"no interval for ρ ({text})")
+    if lo > MIN_RHO and p < ALPHA:
+        return Decision(REPRODUCED, f"ρ's interval lies above {MIN_RHO:g} and p < {ALPHA:g}",
+                        POSITIVE)
+    if hi / att < MIN_RHO:
+        return Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}, corrected for "
+                        f"the lenses' noise (upper end {hi:+.2f} / {att:.2f})", NEGATIVE)
+    return Decision(INCONCLUSIVE, f"ρ's interval (corrected for the lenses' noise) holds "
+                    f"{MIN_RHO:g}")
 
 
 def relate(F, S, a: str, b: str, cid: str, positive: controls.Control | None = None) -> Claim:
@@ -174,22 +194,14 @@ def relate(F, S, a: str, b: str, cid: str, positive: controls.Control | None = N
         rng=np.random.default_rng(S["seed"])).pvalue) if ok.sum() >= 4 else math.nan
     text = (f"ρ = {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] over {int(ok.sum())} layers; "
             f"permutation p = {p:.3g}")
-    if not math.isfinite(lo):
-        dec = Decision(INCONCLUSIVE, f"no interval for ρ ({text})")
-    elif lo > MIN_RHO and p < ALPHA:
-        dec = Decision(REPRODUCED, f"ρ's interval lies above {MIN_RHO:g} and p < {ALPHA:g}")
-    elif hi / attenuation(F, (a, b)) < MIN_RHO:
-        dec = Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}, corrected for "
-                       f"the lenses' noise (upper end {hi:+.2f} / {attenuation(F, (a, b)):.2f})")
-    else:
-        dec = Decision(INCONCLUSIVE, f"ρ's interval (corrected for the lenses' noise) holds "
-                       f"{MIN_RHO:g}")
+    dec = relation(lo, hi, p, attenuation(F, (a, b)), text)
     noise = lenses_reliable(F, (a, b))
     positive = controls.joined(noise, positive) if (noise or positive) else None
     return decided(cid, dec, measured=f"{a} against {b}: {text}", positive=positive or
                    controls.none_needed("two measured lenses, nothing fitted to relate them"),
                    control="no association across layers (permutation test over layers)",
-                   needs=layers_to_decide(rho, int(ok.sum())), scale=_scale(F), kind="book")
+                   needs=layers_to_decide(rho, int(ok.sum()), attenuation(F, (a, b))),
+                   scale=_scale(F), kind="book")
 
 
 def attenuation(F, names: tuple) -> float:
@@ -199,13 +211,21 @@ def attenuation(F, names: tuple) -> float:
     return math.sqrt(math.prod(max(r, 1e-3) if r is not None else 1.0 for r in rel))
 
 
-def layers_to_decide(rho: float, n: int) -> str:
-    """How many layers (at the ρ seen) would put ρ's Fisher-z interval clear of MIN_RHO; where
-    ρ lies so near MIN_RHO that more than ten times this model's layers would be needed, say
-    that more layers of this kind will not decide it."""
-    if not (math.isfinite(rho) and abs(rho) < 1) or abs(rho - MIN_RHO) < 1e-6:
+def layers_to_decide(rho: float, n: int, att: float = 1.0) -> str:
+    """How many layers (at the ρ seen) would put ρ's Fisher-z interval clear of the edge the
+    rule must clear (`relate`): above MIN_RHO for `reproduced`; below MIN_RHO · `att` (the
+    lenses' attenuation: the rule divides the upper end by it) for `not reproduced`. A ρ
+    between the two edges is decided by no number of layers while the lenses are this noisy;
+    where more than ten times this model's layers would be needed, say that more layers of this
+    kind will not decide it."""
+    if not (math.isfinite(rho) and abs(rho) < 1):
         return "a larger model (more layers)"
-    need = math.ceil(3 + (1 + rho**2 / 2) * (1.96 / (math.atanh(rho) - math.atanh(MIN_RHO)))**2)
+    edge = MIN_RHO if rho > MIN_RHO else MIN_RHO * att
+    if rho <= MIN_RHO and rho >= edge - 1e-9:
+        return (f"ρ {rho:+.2f} lies between the margin {MIN_RHO:g} and its noise-corrected edge "
+                f"{edge:+.2f} (the lenses' attenuation {att:.2f}): no number of layers decides "
+                "it while the lenses are this noisy — lenses measured on more windows would")
+    need = math.ceil(3 + (1 + rho**2 / 2) * (1.96 / (math.atanh(rho) - math.atanh(edge)))**2)
     if need > 10 * n:
         return (f"ρ {rho:+.2f} lies at the margin {MIN_RHO:g}: ≈ {need:,} layers at this ρ, "
                 f"over ten times this model's {n} — more layers of one model will not decide "
@@ -252,22 +272,13 @@ def relate_pooled(F, S, a: str, b: str, cid: str,
     text = (f"ρ = {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] over {sum(n)} layers of {len(Ms)} models "
             f"({each}; ranks within each model); permutation p = {p:.3g} (within models)")
     att = float(np.average([attenuation(M, (a, b)) for M in Ms], weights=n))
-    if not math.isfinite(lo):
-        dec = Decision(INCONCLUSIVE, f"no interval for ρ ({text})")
-    elif lo > MIN_RHO and p < ALPHA:
-        dec = Decision(REPRODUCED, f"ρ's interval lies above {MIN_RHO:g} and p < {ALPHA:g}")
-    elif hi / att < MIN_RHO:
-        dec = Decision(NOT_REPRODUCED, f"ρ's interval lies below {MIN_RHO:g}, corrected for "
-                       f"the lenses' noise (upper end {hi:+.2f} / {att:.2f})")
-    else:
-        dec = Decision(INCONCLUSIVE, f"ρ's interval (corrected for the lenses' noise) holds "
-                       f"{MIN_RHO:g}")
+    dec = relation(lo, hi, p, att, text)
     checks = [c for c in (*(lenses_reliable(M, (a, b)) for M in Ms), positive) if c is not None]
     return decided(cid, dec, measured=f"{a} against {b}: {text}",
                    positive=controls.joined(*checks) if checks else
                    controls.none_needed("two measured lenses, nothing fitted to relate them"),
                    control="no association across layers within any model (permutation test "
-                   "within models)", needs=layers_to_decide(rho, sum(n)), scale=_scale(F),
+                   "within models)", needs=layers_to_decide(rho, sum(n), att), scale=_scale(F),
                    kind="book")
 
 
@@ -286,8 +297,8 @@ def claim_linear_vs_routing(F, S) -> Claim:
     gates = M["lenses"]["gate vs random"].get("gates_beat_chance")
     positive = (controls.not_recorded(
         "the routing lens has signal: chapter 04's gates beat chance on held-out tokens",
-        "chapter 04's gates trained on enough tokens (≥ 16k), its control recorded")
-        if gates is None else controls.Control(**gates))
+        "chapter 04's gates trained on enough tokens (≥ 16k), its control recorded",
+        guards="negative") if gates is None else controls.Control(**gates).aimed("negative"))
     return relate(M, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing", positive)
 
 
