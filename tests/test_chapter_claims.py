@@ -826,7 +826,7 @@ def test_ch05_khop_judges_every_hop():
                           and r["kind"] == "random"):
         r["acc_train_len"] = 0.9 + (0.05 if i % 2 else -0.04)
     c = c5.claim_khop_random_mlp(noisy, S)
-    assert c.verdict == INC and "seeds to resolve" in c.needs
+    assert c.verdict == INC and "seeds for a t interval to clear" in c.needs
 
 
 # ------------------------------------------------------------------ chapter 06

@@ -14,8 +14,8 @@ import time
 from nlbudget import paths
 from nlbudget.assets import corpora, models
 from nlbudget.book import launch, plan, preflight, profiles
-from nlbudget.book.build import (COMMITTED, EDITIONS, build, judge_committed, ledger_markdown,
-                                 ledger_text)
+from nlbudget.book.build import (COMMITTED, EDITIONS, build, judge_committed, ledger_export,
+                                 ledger_markdown, ledger_text)
 from nlbudget.book.exercises import student_edition
 from nlbudget.book.runner import ChapterFailed, run, run_chapters, stop_on_signals
 from nlbudget.errors import AssetUnavailable, ParameterError
@@ -62,6 +62,9 @@ def parser() -> argparse.ArgumentParser:
     led.add_argument("--profile", default="ci")
     led.add_argument("--results-dir", default=None)
     led.add_argument("--markdown", action="store_true", help="the book page's markdown instead")
+    led.add_argument("--format", choices=("text", "csv", "json"), default="text",
+                     help="csv or json: every row with its evidence, how each piece reads its "
+                     "figures, and its control with the direction it guards")
     j = sub.add_parser("judge", help="re-judge chapters' verdicts from their stored figures "
                        "with today's claims code (seconds; nothing reruns, no figure changes)")
     j.add_argument("chapters", nargs="*", help="chapter numbers (default: every chapter)")
@@ -163,6 +166,9 @@ def cmd_book(args) -> int:
 def cmd_ledger(args) -> int:
     _check_profile(args.profile)
     preflight.results_folder(args.results_dir, args.profile)
+    if args.format != "text":
+        sys.stdout.write(ledger_export(args.profile, args.format, args.results_dir))
+        return 0
     print(ledger_markdown(args.profile, args.results_dir) if args.markdown
           else ledger_text(args.profile, args.results_dir))
     return 0

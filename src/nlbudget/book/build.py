@@ -25,6 +25,7 @@ from nlbudget.book.ledger import (  # noqa: F401
     committed_dir,
     committed_rows,
     judge_committed,
+    ledger_export,
     ledger_markdown,
     ledger_text,
     part_titles,
@@ -250,6 +251,8 @@ def stage(p: Plan, edition: str = "solutions") -> tuple[Path, list[str]]:
     fig.savefig(buf, format="png", metadata={"Software": None})
     files["ledger_overview.png"] = buf.getvalue()
     files["ledger.md"] = ledger_markdown(profile, results_dir, "ledger_overview.png").encode()
+    for fmt in ("csv", "json"):  # the ledger's rows, for a referee's own tools
+        files[f"ledger.{fmt}"] = ledger_export(profile, fmt, results_dir).encode()
     files["timings.md"] = timings_markdown(profile, results_dir, build_dir).encode()
     files["course_plan.md"] = course_plan_markdown(profile, results_dir).encode()
     site.mkdir(parents=True, exist_ok=True)

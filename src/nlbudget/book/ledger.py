@@ -6,6 +6,7 @@ the decision table (each row's rule next to each scale's verdict) and every row'
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import re
 from pathlib import Path
@@ -117,9 +118,9 @@ def with_committed(rows: list[dict]) -> list[dict]:
     return rows
 
 
-#: What a ledger row carries beyond `results.LEDGER_FIELDS`: its positive control and its
-#: evidence by kind (`verdicts.claims.EVIDENCE`).
-EXTRA_FIELDS = ("positive_control", "evidence")
+#: What a ledger row carries beyond `results.LEDGER_FIELDS`: its positive control, its
+#: evidence by kind (`verdicts.claims.EVIDENCE`), what its headline finds and what it can show.
+EXTRA_FIELDS = ("positive_control", "evidence", "finds", "shows")
 
 
 def ledger_rows(profile: str, results_dir: Path | None = None) -> list[dict]:
@@ -130,23 +131,108 @@ def ledger_rows(profile: str, results_dir: Path | None = None) -> list[dict]:
     got = {c["id"]: c for doc in results.read_dir(folder) for c in doc["claims"]}
     for r in rows:
         for k in EXTRA_FIELDS:
-            r[k] = got.get(r["id"], {}).get(k) or {}
+            r[k] = got.get(r["id"], {}).get(k) or ("" if k in ("finds", "shows") else {})
     return with_committed(rows)
 
 
+GUARDS_TEXT = {"negative": "guards the negative findings", "positive": "guards the positive "
+               "findings", "both": "guards both directions"}
+
+
 def control_text(pc: dict) -> str:
-    """A row's positive control in a few words: passed, failed (which), or none needed."""
+    """A row's positive control in a few words: passed, failed (which), or none needed; the
+    direction it guards and where it measured."""
     if not pc:
         return "—"
     if pc.get("passed") is None:
         return _inline(pc.get("what", "none needed"))
-    return ("passed" if pc["passed"] else "**failed**") + f": {_inline(pc.get('what', ''))}" + (
-        f" ({_inline(pc['measured'])})" if pc.get("measured") else "")
+    aim = "; ".join(x for x in (GUARDS_TEXT.get(pc.get("guards", "both"), ""),
+                                f"measured on {pc['scope']}" if pc.get("scope") else "") if x)
+    return ("passed" if pc["passed"] else "**failed**") + f" ({aim})" * bool(aim) + \
+        f": {_inline(pc.get('what', ''))}" + (f" ({_inline(pc['measured'])})"
+                                             if pc.get("measured") else "")
 
 
 def evidence_text(ev: dict) -> str:
-    """A row's evidence, kind by kind: `authors' data: reproduced; transfer: does not transfer`."""
-    return "; ".join(f"{k}: **{e['verdict']}**" for k, e in ev.items()) or "—"
+    """A row's evidence, kind by kind, with how it reads its figures and whether it stands
+    past a failed control: `authors' data (points): reproduced; transfer (intervals): does not
+    transfer`."""
+    return "; ".join(f"{k} ({e.get('reads', 'intervals')}): **{e['verdict']}**"
+                     + (" past a failed control that guards the other direction"
+                        if e.get("stands") else "") for k, e in ev.items()) or "—"
+
+
+#: The columns of the ledger's export (`export_rows`): per row, the headline and, per kind of
+#: evidence, its verdict, how it reads its figures, and its control (passed, the direction it
+#: guards, where it measured).
+EXPORT_FIELDS = (
+    "id", "part", "chapter", "kind", "claim", "verdict", "shows", "finds", "reason", "needs",
+    "control", "positive_control_passed", "positive_control_guards", "positive_control_scope",
+    *(f"{k.replace(chr(39), '').replace(' ', '_')}_{f}" for k in claims.EVIDENCE
+      for f in ("verdict", "reads", "control_passed", "control_guards", "stands")))
+
+
+def export_rows(rows: list[dict]) -> list[dict]:
+    """The ledger as flat records (`EXPORT_FIELDS`), for `nlbudget ledger --format csv|json`
+    and the book's downloadable `ledger.csv` / `ledger.json`."""
+    out = []
+    for r in rows:
+        pc = r.get("positive_control") or {}
+        rec = {"id": r["id"], "part": r["part"], "chapter": r["chapter"], "kind": r["kind"],
+               "claim": r["claim"], "verdict": r["verdict"], "shows": r.get("shows", ""),
+               "finds": r.get("finds", ""), "reason": r.get("reason", ""),
+               "needs": r.get("needs", ""), "control": r.get("control", ""),
+               "positive_control_passed": pc.get("passed", ""),
+               "positive_control_guards": pc.get("guards", "") if pc.get("passed") is not None
+               else "", "positive_control_scope": pc.get("scope", "")}
+        for k in claims.EVIDENCE:
+            e = (r.get("evidence") or {}).get(k) or {}
+            epc = e.get("positive_control") or {}
+            key = k.replace("'", "").replace(" ", "_")
+            rec.update({f"{key}_verdict": e.get("verdict", ""), f"{key}_reads": e.get("reads", "")
+                        if e else "", f"{key}_control_passed": epc.get("passed", ""),
+                        f"{key}_control_guards": epc.get("guards", "")
+                        if epc.get("passed") is not None else "",
+                        f"{key}_stands": e.get("stands", "")})
+        out.append({f: ("" if rec[f] is None else rec[f]) for f in EXPORT_FIELDS})
+    return out
+
+
+def ledger_export(profile: str, fmt: str, results_dir: Path | None = None) -> str:
+    """The ledger at `profile` as CSV or JSON (`export_rows`)."""
+    import csv
+    import json
+
+    recs = export_rows(ledger_rows(profile, results_dir))
+    if fmt == "json":
+        return json.dumps({"profile": profile, "headline_rule": claims.HEADLINE_RULE,
+                           "rows": recs}, indent=1, ensure_ascii=False) + "\n"
+    if fmt != "csv":
+        raise ValueError(f"format {fmt!r}: one of csv, json")
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=EXPORT_FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(recs)
+    return buf.getvalue()
+
+
+def evidence_glance(rows: list[dict]) -> list[str]:
+    """The ledger's evidence at a glance: per row, what the verdict rests on — each kind of
+    evidence with its verdict and how it reads its figures, the control and the direction it
+    guards, and what the row can show — in one scannable table."""
+    lines = ["| claim | verdict | what it can show | evidence (how it reads) | positive control |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        pc = r.get("positive_control") or {}
+        ctrl = ("none needed" if pc.get("passed") is None else
+                ("passed" if pc["passed"] else "**failed**") + " — "
+                + GUARDS_TEXT.get(pc.get("guards", "both"), "")
+                + (f", on {_inline(pc['scope'])}" if pc.get("scope") else "")) if pc else "—"
+        shows = r.get("shows") or ("a test of the claim" if r["kind"] != "book"
+                                   else "the book's own question")
+        lines.append(f"| {r['id']} | {r['verdict']} | {shows} | "
+                     f"{evidence_text(r.get('evidence') or {})} | {ctrl} |")
+    return lines
 
 
 def evidence_counts(rows: list[dict]) -> str:
@@ -190,7 +276,8 @@ def decision_table(rows: list[dict], profile: str) -> list[str]:
                         for p in COMMITTED)
         text = rule.get(r["id"], "")
         if len(text) < 40:  # a derivation's docstring is its statement: the rule is shared
-            text = ("proved in sympy and checked numerically in float64; the negative controls "
+            text = ("checked in sympy (a proof, or an identity verified at the sizes checked: "
+                    "the row says which) and numerically in float64; the negative controls "
                     "must fail" if r["kind"] == "derivation" else "")
         text = "; ".join(t for t in (text, f"control: {r['control']}" if r["control"] else "")
                          if t)
@@ -240,6 +327,8 @@ def _details(r: dict) -> list[str]:
                       if e.get("positive_control") else ""))
     if r.get("parts"):
         out.append("**parts:** " + "; ".join(f"{p}: {v}" for p, v in r["parts"].items()))
+    if r.get("shows"):
+        out.append(f"**what it can show:** {r['shows']}")
     if r.get("obtained"):
         out.append(f"**obtained:** {r['obtained']} "
                    + {"replicated": "(the book's own, independent code)",
@@ -297,12 +386,18 @@ def intro(profile: str) -> list[str]:
         "* **positive control**: before a rule may decide, the experiment must show it could "
         "have detected the effect (the model trained to its plateau and its MLPs nonlinear, the "
         "gate beats chance held out, the probe moved perplexity, the trained reference learns "
-        "the task in the setting compared); a failed control gives **inconclusive**, naming "
-        "it.",
+        "the task in the setting compared), measured on the layers, tokens or hops the claim "
+        "is about; a failed control gives **inconclusive**, naming it — but only for the "
+        "findings its failure could produce: a control whose failure can only understate an "
+        "effect (an over-fitted gate scored held out, an under-trained model, noisy lenses) "
+        "guards the *negative* findings, and an effect found past it stands, saying so.",
         "* **evidence**: each paper row rests on up to three kinds — the **authors' data** (the "
         "P3 author's result files, CC BY 4.0, re-analysed with the same rule), a "
         "**reproduction** in the paper's setting as near as this machine allows, a "
-        "**transfer** to another model — each with its own verdict. The headline verdict is "
+        "**transfer** to another model — each with its own verdict. The author's files are "
+        "read as the author reports them: on their point estimates where they hold points "
+        "(their per-layer 'intervals' are unpaired spreads, not intervals of the cost), with "
+        "the paper's own denominator. The headline verdict is "
         f"{claims.HEADLINE_RULE}.",
         "* *obtained*: **replicated** with the book's own code, **reproduced** with the "
         "author's code or data, or **derived** by proof.", "",
@@ -320,6 +415,17 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
         lines += [f"```{{figure}} {figure}", ":name: ledger-overview", "",
                   "Claims by part and kind, coloured by verdict.", "```", ""]
     lines += counts_section(rows, profile)
+    lines += ["## The evidence at a glance", "", "What each verdict rests on: each kind of "
+              "evidence with its own verdict and how it reads its figures — the author's "
+              "**points** where the files hold points, **paired intervals** where paired data "
+              "exist, **intervals** over seeds or windows — the positive control with the "
+              "direction it guards (a failed control blocks only the findings its failure could "
+              "produce: one that can only understate an effect blocks *no effect*, not "
+              "*effect*), and what the row can show (a proof, an identity verified at the sizes "
+              "checked, a consistency check of the author's numbers against the author's text, "
+              "a test of the book's own construction). The whole ledger is also "
+              "{download}`ledger.csv <ledger.csv>` and {download}`ledger.json <ledger.json>`.",
+              "", *evidence_glance(rows), ""]
     lines += ["## Decision table", "", "Each row's rule as its claim function states it (the "
               "threshold, the control, the interval and its multiplicity), beside the verdict "
               "at each scale; the function's source is folded under its chapter's claims.", "",

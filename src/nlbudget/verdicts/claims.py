@@ -446,8 +446,9 @@ def derivation(proved: bool, checks: dict[str, bool], controls: dict[str, bool])
         return Decision(INCONCLUSIVE, f"a control the check should reject passed ({bad}): "
                         "the check cannot tell")
     if proved and all(checks.values()):
-        return Decision(REPRODUCED, "proved, checked numerically, and the controls fail as "
-                        "they must")
+        return Decision(REPRODUCED, "the symbolic check holds (a proof, or an identity at the "
+                        "sizes checked: see what the row can show), the numerical checks hold, "
+                        "and the controls fail as they must")
     failed = ([] if proved else ["proof"]) + [k for k, v in checks.items() if not v]
     return Decision(NOT_REPRODUCED, f"failed: {', '.join(failed)}")
 

@@ -17,10 +17,11 @@ from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRO
                                       k_of_n, needs_seeds, points_share, runs_to_decide,
                                       share_of)
 
-#: GPT-2 Large: "no layer exceeds 3.7 % all-linear cost".
+#: GPT-2 Large: "no layer exceeding 3.7 % all-linear cost" (tex lines 379, 637).
 LARGE_MAX = 0.037
 
-#: The pair's MLPs must matter: zeroing all of them must raise perplexity by this much.
+#: The pair's MLPs must matter: zeroing all of them must raise perplexity by this much (the
+#: book's floor: no tex line; a pair whose MLPs do nothing cannot be linearized at a cost).
 MIN_ABLATION = 0.20
 
 #: The layers the pair's claims linearize (the middle third) must matter too: zeroing their
@@ -53,7 +54,9 @@ PAPER_LAYERS = {"gpt2-medium": range(1, 24)}
 #: share of at least 69.5 % reads as 70 %.
 CHEAP_SHARE_AS_STATED = 0.695
 
-#: "Costs nothing" against fine-tuning alone: not worse than the control by more than this.
+#: "Costs nothing" (tex lines 51, 451: "at zero perplexity cost", "matches baseline perplexity
+#: exactly"): the book's non-inferiority margin, the paper stating none — not worse than the
+#: original model by more than this.
 NONINFERIORITY = 0.01
 
 #: "Pythia models show higher linearization costs": the parallel model's middle-third cost
@@ -460,7 +463,7 @@ def claim_progressive_control(F, S) -> Claim:
 #: the paper's own groups, at any depth.
 EARLY, LATE, MIDDLE = 0.09, 0.875, (0.2, 0.5)
 
-#: The rank test's level, per part.
+#: The rank test's level, per part (the book's: the paper runs no test of its U-shape).
 U_ALPHA = 0.05
 
 

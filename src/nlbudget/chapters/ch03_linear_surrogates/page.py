@@ -60,7 +60,8 @@ def glue(F: dict, S: dict) -> dict:
     gm = ref[ref.model == "gpt2-medium"].set_index("layer").cost_pct / 100
     return {
         "author_mid": f"{gm.loc[2:15].min():.2%}–{gm.loc[2:15].max():.2%}",
-        "author_cheap": f"{int((gm < CHEAP).sum())} of {len(gm)}",
+        # over the 23 layers the paper counts (L1–L23, tex line 161), as the claim reads them
+        "author_cheap": f"{int((gm.loc[1:] < CHEAP).sum())} of {len(gm.loc[1:])}",
         "author_l0": f"{gm.loc[0]:+,.0%}", "min_ablation": f"{MIN_ABLATION:.0%}",
         "smol_median": f"{s[main]['median cost']:+.1%}", "smol_max": f"{s[main]['max cost']:+.1%}",
         "plain_max": f"{s[f'{name} / plain']['max cost']:+.0%}",
