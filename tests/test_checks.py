@@ -71,6 +71,8 @@ WRONG_FUNCTIONS = {
         lambda g, s, m: claims.effect(*stats.welch_interval(s, g)[1:], min_effect=m).verdict,
         # no minimum effect: "not reproduced" only for a significant reversal
         lambda g, s, m: claims.effect(*stats.paired_interval(s, g)[1:]).verdict,
+        # the minimum effect only on the "not reproduced" side: "reproduced" above 0
+        lambda g, s, m: claims.effect(*stats.paired_interval(s, g)[1:], min_effect=m).verdict,
     ],
     "routing_costs": [
         lambda d, s, f: (0.0, 0.0),
@@ -300,8 +302,8 @@ RIGHT_FUNCTIONS = {
     "gate_beats_random": [_nearest_class_mean_gate],
     "passing_pair": [lambda d: (torch.full((d,), -0.5), torch.full((d,), -0.5)),
                      lambda d: [list(range(1, d + 1))] * 2],
-    "decide": [lambda g, s, m: claims.effect(
-        *stats.t_interval([a - b for a, b in zip(s, g)])[1:], min_effect=m).verdict],
+    "decide": [lambda g, s, m: claims.beyond(
+        *stats.t_interval([a - b for a, b in zip(s, g)])[1:], m).verdict],
     "routing_costs": [lambda d, s, f: (float(d[s.topk(round(f * len(d))).indices].sum())
                                        / len(d), round(f * len(d)) / len(d) * float(d.mean()))],
     # the same maths written another way: einsum, F.linear, log-softmax, closed forms, scipy

@@ -291,9 +291,13 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
         stands = stands_despite(own, positive) if not pieces or kind == tested else ""
         if stands:
             kw["note"] = "; ".join(x for x in (kw.get("note", ""), stands) if x)
-    elif failed and any(c.blocks("") for c in failed):
+    elif failed:
+        # where the rule alone decided and the control blocked it, the control is what would
+        # decide it: the rule's own budget (more windows, more seeds) is not needed
+        blocked = decision.verdict in DECIDING and not decision.parts and \
+            guarded(decision, positive).verdict == INCONCLUSIVE
         kw["needs"] = "; ".join([f.why() for f in failed] + ([kw["needs"]] if kw.get("needs")
-                                                             else []))
+                                                             and not blocked else []))
     return Claim(claim_id, verdict=own.verdict, reason=own.reason, positive_control=pc,
                  evidence=pieces, finds=own.finds, **kw)
 

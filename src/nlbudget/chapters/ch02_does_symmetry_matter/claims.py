@@ -196,6 +196,7 @@ def claim_symmetry_matters(F, S) -> Claim:
     deciding = [controls.Control(**c.positive_control) for c in tests.values()
                 if c.verdict in DECIDING and c.positive_control]
     return decided("P1.symmetry-matters", dec, parts=parts if dec.verdict == PARTLY else {},
+                   shows="the book's construction",
                    tested=REPRODUCTION, positive=controls.joined(*deciding) if deciding else
                    controls.joined(*(controls.Control(**c.positive_control)
                                      for c in tests.values() if c.positive_control)),

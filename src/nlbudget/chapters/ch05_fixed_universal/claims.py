@@ -214,6 +214,7 @@ def claim_random_universal(F, S) -> Claim:
     positive = _solver_control(list(ru), parts, exact, dec)
     return decided(
         "P2.random-universal", dec, parts=parts, tested=REPRODUCTION, setting=SETTING,
+        shows="verified at the sizes checked",
         positive=positive,
         measured=f"held-out relative error; searched (Adam) at width {max(wmax.values())}, mean "
         f"over {seeds} seed(s): " + "; ".join(

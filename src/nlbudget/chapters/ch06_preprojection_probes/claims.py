@@ -51,6 +51,12 @@ def _n_seeds(F, m) -> int:
     return len(setup.get("seeds", [setup["seed"]]))
 
 
+def _more_seeds(F) -> str:
+    """What more seeds would be: more than each model's probes already have."""
+    n = {models.label(m): _n_seeds(F, m) for m in F["setup"]}
+    return "more seeds per variant than the " + ", ".join(f"{k} {v}" for k, v in n.items())
+
+
 def _pct(x):
     return "n/a" if x is None else f"{x:+.1%}"
 
@@ -127,7 +133,7 @@ def claim_ppl(F, S) -> Claim:
     return _by_model("P4.frozen-probe-ppl", decs, {m: probes_trained(F, m) for m in decs}, texts,
                      F=F, control="LoRA on all attention projections at the nearest trainable "
                      "budget, same batches, steps and learning rate",
-                     needs="≥ 3 seeds per variant and a learning-rate sweep per variant",
+                     needs=_more_seeds(F) + "; a learning-rate sweep per variant",
                      scale=_scale(F))
 
 
@@ -158,7 +164,7 @@ def claim_lambada(F, S) -> Claim:
     return _by_model("P4.frozen-probe-lambada", decs, {m: probes_trained(F, m) for m in decs},
                      texts, F=F, control="LoRA at the nearest trainable budget, same batches, "
                      "steps and learning rate", note=lw,
-                     needs=f"≥ 3 seeds per variant; a model whose frozen base gets ≥ "
+                     needs=_more_seeds(F) + f"; a model whose frozen base gets ≥ "
                      f"{MIN_CORRECT} items right", scale=_scale(F))
 
 
@@ -184,7 +190,7 @@ def claim_skip_by_depth(F, S) -> Claim:
                     f"{r_norm:+.2f}")
     return _by_model("P4.skip-by-depth", decs,
                      {m: probes_trained(F, m, (MAIN,), "negative") for m in decs}, texts, F=F,
-                     control="no trend with depth (ρ = 0)", needs="≥ 3 seeds of the probes; the "
+                     control="no trend with depth (ρ = 0)", needs=_more_seeds(F) + "; the "
                      "paper's own statistic, the learned skip gate per layer", scale=_scale(F))
 
 
@@ -265,7 +271,7 @@ def claim_comprehension(F, S) -> Claim:
                       if "pre" in F["studies"][m] else controls.none_needed("not run")
                       for m in decs}, texts, F=F,
                      parts=parts, control="the frozen base on the same items and windows",
-                     needs=f"≥ 3 seeds per variant; more last-word items (here {F['n_items']})",
+                     needs=_more_seeds(F) + f"; more last-word items (here {F['n_items']})",
                      scale=_scale(F), note=("" if S["lastword"] == "lambada" else
                                             f"{S['lastword']} last-word items, not LAMBADA"))
 
@@ -301,7 +307,7 @@ def claim_skip_combines(F, S) -> Claim:
                      {m: probes_trained(F, m, ("skip",), "negative") if "skip" in F["studies"][m]
                       else controls.none_needed("not run") for m in decs}, texts, F=F,
                      parts=parts, control="the frozen base on the same items and windows",
-                     needs=f"≥ 3 seeds per variant; more last-word items (here {F['n_items']})",
+                     needs=_more_seeds(F) + f"; more last-word items (here {F['n_items']})",
                      scale=_scale(F), note=("" if S["lastword"] == "lambada" else
                                             f"{S['lastword']} last-word items, not LAMBADA"))
 
