@@ -1277,7 +1277,7 @@ def _frames(monkeypatch, module, **frames):
 
 
 def test_ch04_forty_percent_reads_the_share_and_cannot_read_degradation():
-    m4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.claims")
+    m4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
     S = settings(c4)
     rows = lambda routed: {"model": ["gpt2-medium"] * 23, "layer": range(1, 24),  # noqa: E731
                            "routed_pct": [routed] * 23, "gate_pct": [0.5] * 23}
@@ -1294,7 +1294,7 @@ def test_ch04_forty_percent_reads_the_share_and_cannot_read_degradation():
 
 
 def test_ch04_large_gated_counts_the_author_points():
-    m4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.claims")
+    m4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
     S = settings(c4)
     lg = lambda gates: {"layer": range(len(gates)), "gate_pct": gates,  # noqa: E731
                         "all_linear_pct": [1.0] * len(gates), "routed_pct": [40.0] * len(gates)}

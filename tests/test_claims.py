@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from nlbudget.verdicts import claims, stats
+from nlbudget.verdicts import claims, readings, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, Claim,
                              Decision)
 
@@ -139,10 +139,10 @@ def test_proportion_interval_is_exact_and_never_zero_width():
 
 
 def test_k_of_n_reads_counts_as_a_proportion():
-    assert claims.k_of_n(1, 29, 30, 4 / 23).verdict == REPRODUCED  # one improves, beyond chance
-    assert claims.k_of_n(0, 30, 30, 4 / 23).verdict == NOT_REPRODUCED  # none could reach 4/23
-    assert claims.k_of_n(0, 10, 10, 4 / 23).verdict == INCONCLUSIVE  # too few to tell
-    assert claims.k_of_n(0, 0, 30, 4 / 23).verdict == INCONCLUSIVE  # all undecided
+    assert readings.k_of_n(1, 29, 30, 4 / 23).verdict == REPRODUCED  # one improves, beyond chance
+    assert readings.k_of_n(0, 30, 30, 4 / 23).verdict == NOT_REPRODUCED  # none could reach 4/23
+    assert readings.k_of_n(0, 10, 10, 4 / 23).verdict == INCONCLUSIVE  # too few to tell
+    assert readings.k_of_n(0, 0, 30, 4 / 23).verdict == INCONCLUSIVE  # all undecided
 
 
 def test_window_intervals_are_scipys_bca():
@@ -161,7 +161,7 @@ def test_window_intervals_are_scipys_bca():
 
 
 def test_power_calculation_counts_the_windows_that_would_decide():
-    w = claims.windows_to_decide
+    w = readings.windows_to_decide
     # decided already: the windows there are; twice the half-width of the distance: 4×
     assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 0.5) == 8
     assert w({"a": (0.01, 0.02), "b": (0.02, 0.01)}, 8, 1.0) == 32
@@ -170,7 +170,7 @@ def test_power_calculation_counts_the_windows_that_would_decide():
 
 
 def test_fdr_discoveries_split_by_sign_and_correct_over_rows():
-    f = claims.fdr_discoveries
+    f = readings.fdr_discoveries
     # one clear improvement, one clear worsening, one on 0
     assert f([-0.05, 0.05, 0.0], [(-0.06, -0.04), (0.04, 0.06), (-0.01, 0.01)]) == ([0], [1])
     # p = 0.02 alone is a discovery; among 20 rows of p ≈ 1 it is not (BH: 0.02 · 20 > 0.05)
@@ -188,7 +188,7 @@ def test_fisher_interval_matches_scipys_pearson_interval():
     x = rng.normal(size=60)
     y = 0.3 * x + rng.normal(size=60)
     r, lo, hi = stats.correlation_interval(x, y)
-    assert claims.fisher_interval(r, 60) == pytest.approx((lo, hi), abs=1e-9)
+    assert readings.fisher_interval(r, 60) == pytest.approx((lo, hi), abs=1e-9)
 
 
 def test_selection_corrected_mean_undoes_the_winners_curse():

@@ -13,6 +13,7 @@ import pytest
 
 from nlbudget import paths
 from nlbudget.verdicts import claims as V
+from nlbudget.verdicts import readings
 from nlbudget.verdicts import controls
 
 _t = importlib.import_module("test_chapter_claims")
@@ -98,9 +99,9 @@ def test_point_estimates_are_read_as_points_with_the_papers_denominator():
     """"70 % of layers below 3 %" on the author's points over the 23 layers the paper counts
     (16 of 23, the text's 70 % to its precision) — not on the files' unpaired spreads over 24
     layers (0 of 24 'intervals' below 3 %, inconclusive before)."""
-    d = V.points_share(np.array([1.0] * 16 + [5.0] * 7) / 100, 0.03, 0.695, "cost")
+    d = readings.points_share(np.array([1.0] * 16 + [5.0] * 7) / 100, 0.03, 0.695, "cost")
     assert d.verdict == R and "16 of 23" in d.reason and "point estimates" in d.reason
-    assert V.points_share(np.array([1.0] * 15 + [5.0] * 8) / 100, 0.03, 0.695,
+    assert readings.points_share(np.array([1.0] * 15 + [5.0] * 8) / 100, 0.03, 0.695,
                           "cost").verdict == NR
     c = c3.claim_layers_linearizable(f03([0.10] * 30), settings(c3))
     a = c.evidence["authors' data"]
@@ -108,7 +109,7 @@ def test_point_estimates_are_read_as_points_with_the_papers_denominator():
 
 
 def test_k_of_n_on_points_says_so():
-    d = V.k_of_n(0, 23, 23, 4 / 23, what="layers improve (point estimates)")
+    d = readings.k_of_n(0, 23, 23, 4 / 23, what="layers improve (point estimates)")
     assert d.verdict == NR and "by point estimate" in d.reason and "intervals" not in d.reason
 
 
@@ -254,8 +255,8 @@ def test_seeds_are_counted_against_the_rules_margin_not_zero():
     8 to clear the 1 % margin its rule decides against (`stats.n_to_resolve`, before, counted
     the first)."""
     v = [0.003, 0.007, 0.011]
-    to_zero = V.runs_to_decide(v)
-    to_margin = V.runs_to_decide(v, margin=0.01)
+    to_zero = readings.runs_to_decide(v)
+    to_margin = readings.runs_to_decide(v, margin=0.01)
     n0, n1 = (int(t.split("about ")[1].split()[0]) for t in (to_zero, to_margin))
     assert (n0, n1) == (3, 8) and "edge +0.01" in to_margin
     from nlbudget.verdicts import stats

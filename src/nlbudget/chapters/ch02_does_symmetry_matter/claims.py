@@ -9,8 +9,8 @@ from nlbudget.assets import models
 from nlbudget.verdicts import stats
 from nlbudget.verdicts import controls
 from nlbudget.verdicts.claims import (DECIDING, INCONCLUSIVE, PARTLY, REPRODUCTION, Claim,
-                                      Decision, beyond, combine, decided, effect, needs_seeds,
-                                      runs_to_decide)
+                                      Decision, beyond, combine, decided, effect, needs_seeds)
+from nlbudget.verdicts.readings import runs_to_decide
 
 SYMMETRIC, GATED = "symmetric-silu", "gated-silu"
 

@@ -1,13 +1,20 @@
-"""Chapter 03's reading of the P3 author's fine-tuning runs (transcribed in
-`data/reference/p3_finetune.csv`): the authors' evidence beside the pair's progressive runs."""
+"""Chapter 03's reading of the P3 author's files (transcribed in `data/reference/`): the
+per-layer sweeps as the author reports them (points, with the paper's own denominators; the
+rank tests over layers they are read with, which read the transfer's layers too), and the
+fine-tuning runs (`p3_finetune.csv`) beside the pair's progressive runs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from nlbudget.assets.reference import finetune_runs
+from nlbudget.chapters.ch03_linear_surrogates.study import author_costs
 from nlbudget.verdicts import controls
-from nlbudget.verdicts.claims import AUTHORS, all_of, by_parts, evidence, over_runs, points_above
+from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, POSITIVE,
+                                      REPRODUCED, Decision, all_of, by_parts, evidence,
+                                      over_runs)
+from nlbudget.verdicts.readings import points_above
 
 #: P3 §4.9 (Table 'beefy', tex line 479): L10–L13 linear, 2,000 steps, −10.2 % against the
 #: original model.
@@ -90,3 +97,107 @@ def author_lambada() -> dict:
     return evidence(AUTHORS, dec, setting=AUTHOR_FINETUNE, measured=measured, reads="points",
                     control=controls.none_needed("the author's trained models"))
 
+
+#: GPT-2 Large: "no layer exceeding 3.7 % all-linear cost" (tex lines 379, 637).
+LARGE_MAX = 0.037
+
+
+#: Cited with every re-analysis of the author's files.
+AUTHOR_FILES = ("the P3 author's result files (pbalogh/half-the-nonlinearity, data/, CC BY 4.0), "
+                "transcribed in data/reference/p3_all_linear_costs.csv; read on the author's "
+                "point estimates: the files' per-layer 'intervals' are the linearized model's "
+                "own spread over documents divided by the baseline's point (unpaired, about "
+                "±5 points wide whatever the cost), not intervals of the cost, and no file "
+                "holds the paired per-document losses an interval would need")
+
+
+#: The layers the paper counts (tex line 161, Table 'models': GPT-2 Medium "1–23 (all
+#: non-embedding)" — 23 layers, layer 0 left out; line 372 "Medium with all 23 layers"); other
+#: models: every layer of the author's sweep.
+PAPER_LAYERS = {"gpt2-medium": range(1, 24)}
+
+
+#: "70 % of layers" (tex line 31) to the precision the paper states it (a whole percent): a
+#: share of at least 69.5 % reads as 70 %.
+CHEAP_SHARE_AS_STATED = 0.695
+
+
+def author_layers(model: str, counted: bool = False):
+    """The author's per-layer all-linear costs of `model`; `counted`: only the layers the
+    paper counts (`PAPER_LAYERS`)."""
+    ref = author_costs()
+    t = ref[ref.model == model].sort_values("layer")
+    return t[t.layer.isin(PAPER_LAYERS[model])] if counted and model in PAPER_LAYERS else t
+
+
+def _max_cost_points(points: dict) -> Decision:
+    top = max(points, key=points.get)
+    text = (f"point estimates only (the file holds no interval): the largest, layer {top}, "
+            f"{points[top]:+.2%}")
+    return Decision(REPRODUCED if points[top] <= LARGE_MAX else NOT_REPRODUCED,
+                    text + (" ≤ " if points[top] <= LARGE_MAX else " > ") + f"{LARGE_MAX:.1%}")
+
+
+def max_cost(ivs: dict) -> Decision:
+    """"No layer exceeds LARGE_MAX": not reproduced if some layer's interval lies above it,
+    reproduced if every layer's lies below it, else inconclusive. A file that holds point
+    estimates only (the author's GPT-2 Large sweep) is read on its points, and says so."""
+    if all(not (np.isfinite(lo) and np.isfinite(hi)) for lo, hi in ivs.values()):
+        pts = {l: lo for l, (lo, _) in ivs.items()}
+        return _max_cost_points(pts)
+    above = [l for l, (lo, _) in ivs.items() if lo > LARGE_MAX]
+    if above:
+        return Decision(NOT_REPRODUCED, f"layers {above} lie above {LARGE_MAX:.1%} beyond the "
+                        "uncertainty")
+    if all(hi < LARGE_MAX for _, hi in ivs.values()):
+        return Decision(REPRODUCED, f"every layer's interval lies below {LARGE_MAX:.1%}")
+    cross = [l for l, (_, hi) in ivs.items() if hi >= LARGE_MAX]
+    return Decision(INCONCLUSIVE, f"the intervals of layers {cross} cross {LARGE_MAX:.1%}")
+
+
+def costlier_by_rank(high, low, gap: float) -> Decision:
+    """Per-layer point estimates of two models: is the first costlier than the second by more
+    than `gap`? One-sided Mann–Whitney rank tests over layers at U_ALPHA of (high − gap) against
+    `low` (ranks: one catastrophic layer counts as one layer, as the paper's medians do):
+    reproduced when it ranks above, not reproduced when below, else inconclusive."""
+    from scipy import stats as sps
+    up = sps.mannwhitneyu(np.asarray(high) - gap, low, alternative="greater").pvalue
+    down = sps.mannwhitneyu(np.asarray(high) - gap, low, alternative="less").pvalue
+    text = (f"{len(high)} against {len(low)} layers, shifted by {gap:g}: one-sided rank p "
+            f"{up:.3g} (costlier), {down:.3g} (cheaper)")
+    return (Decision(REPRODUCED, text, POSITIVE) if up < U_ALPHA else
+            Decision(NOT_REPRODUCED, text, NEGATIVE) if down < U_ALPHA else
+            Decision(INCONCLUSIVE, text))
+
+
+#: The U-shape's layer groups by relative depth (layer / number of layers): early boundary
+#: layers below EARLY, late ones from LATE on, middle layers in MIDDLE — Pythia-2.8B's L0–L2
+#: and L28–L31 against L7–L15 (tex line 546; line 548 puts L3 among the cheap "sweet spot"),
+#: the paper's own groups, at any depth.
+EARLY, LATE, MIDDLE = 0.09, 0.875, (0.2, 0.5)
+
+
+#: The rank test's level, per part (the book's: the paper runs no test of its U-shape).
+U_ALPHA = 0.05
+
+
+def u_shape(costs) -> tuple[Decision, dict]:
+    """Per-layer costs (in layer order) → (decision, parts): the early boundary layers cost
+    more than the middle ones, and so do the late ones — each by a one-sided Mann–Whitney rank
+    test over layers at U_ALPHA (ranks: one catastrophic layer, such as layer 0, counts as one
+    layer, not as its size): reproduced when the boundary group ranks above the middle, not
+    reproduced when it ranks below, else inconclusive."""
+    from scipy import stats as sps
+    c = np.asarray(costs, float)
+    rel = np.arange(len(c)) / len(c)
+    mid = c[(rel >= MIDDLE[0]) & (rel < MIDDLE[1])]
+    parts = {}
+    for name, grp in (("early layers costlier", c[rel < EARLY]),
+                      ("late layers costlier", c[rel >= LATE])):
+        up = sps.mannwhitneyu(grp, mid, alternative="greater").pvalue
+        down = sps.mannwhitneyu(grp, mid, alternative="less").pvalue
+        text = (f"{len(grp)} {name.split()[0]} vs {len(mid)} middle layers: one-sided rank p "
+                f"{up:.3g} (costlier), {down:.3g} (cheaper)")
+        parts[name] = Decision(REPRODUCED if up < U_ALPHA else NOT_REPRODUCED
+                               if down < U_ALPHA else INCONCLUSIVE, text)
+    return by_parts(parts)

@@ -6,19 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from nlbudget.assets import models
-from nlbudget.chapters.ch03_linear_surrogates.authors import (author_lambada,
-                                                              author_progressive,
-                                                              author_progressive_control)
+from nlbudget.chapters.ch03_linear_surrogates.authors import (
+    AUTHOR_FILES, CHEAP_SHARE_AS_STATED, EARLY, LATE, MIDDLE, author_lambada,
+    author_layers, author_progressive, author_progressive_control, costlier_by_rank, max_cost,
+    u_shape)
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, CHEAP_SHARE, author_costs
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
-                                      POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
-                                      Decision, all_of, by_parts, decided, effect, evidence,
-                                      k_of_n, needs_seeds, points_share, runs_to_decide,
-                                      share_of)
+from nlbudget.verdicts.claims import (AUTHORS, NEGATIVE, NOT_RUN, POSITIVE, REPRODUCTION,
+                                      TRANSFER, Claim, Decision, all_of, decided, effect,
+                                      evidence, needs_seeds, share_of)
+from nlbudget.verdicts.readings import k_of_n, points_share, runs_to_decide
 
-#: GPT-2 Large: "no layer exceeding 3.7 % all-linear cost" (tex lines 379, 637).
-LARGE_MAX = 0.037
 
 #: The pair's MLPs must matter: zeroing all of them must raise perplexity by this much (the
 #: book's floor: no tex line; a pair whose MLPs do nothing cannot be linearized at a cost).
@@ -37,22 +35,6 @@ MIN_MIDDLE_ABLATION = 0.05
 #: layers cost 1.6–2.5 % in the paper).
 NONLINEAR_FLOOR = 0.01
 
-#: Cited with every re-analysis of the author's files.
-AUTHOR_FILES = ("the P3 author's result files (pbalogh/half-the-nonlinearity, data/, CC BY 4.0), "
-                "transcribed in data/reference/p3_all_linear_costs.csv; read on the author's "
-                "point estimates: the files' per-layer 'intervals' are the linearized model's "
-                "own spread over documents divided by the baseline's point (unpaired, about "
-                "±5 points wide whatever the cost), not intervals of the cost, and no file "
-                "holds the paired per-document losses an interval would need")
-
-#: The layers the paper counts (tex line 161, Table 'models': GPT-2 Medium "1–23 (all
-#: non-embedding)" — 23 layers, layer 0 left out; line 372 "Medium with all 23 layers"); other
-#: models: every layer of the author's sweep.
-PAPER_LAYERS = {"gpt2-medium": range(1, 24)}
-
-#: "70 % of layers" (tex line 31) to the precision the paper states it (a whole percent): a
-#: share of at least 69.5 % reads as 70 %.
-CHEAP_SHARE_AS_STATED = 0.695
 
 #: "Costs nothing" (tex lines 51, 451: "at zero perplexity cost", "matches baseline perplexity
 #: exactly"): the book's non-inferiority margin, the paper stating none — not worse than the
@@ -168,14 +150,6 @@ def middle_assay(F, margin: float, what: str) -> controls.Control:
         scope="the middle third")
 
 
-def _author(model: str, counted: bool = False):
-    """The author's per-layer all-linear costs of `model`; `counted`: only the layers the
-    paper counts (`PAPER_LAYERS`)."""
-    ref = author_costs()
-    t = ref[ref.model == model].sort_values("layer")
-    return t[t.layer.isin(PAPER_LAYERS[model])] if counted and model in PAPER_LAYERS else t
-
-
 def claim_layers_linearizable(F, S) -> Claim:
     """P3: "70 % of [GPT-2 Medium's] layers [are] linearizable at < 3 % PPL cost; layers 2–15
     cost 1.6–2.5 %". Each layer's cost interval (corrected for the number of layers) against
@@ -187,7 +161,7 @@ def claim_layers_linearizable(F, S) -> Claim:
     ref = author_costs()
     gm = ref[ref.model == "gpt2-medium"].set_index("layer").cost_pct / 100
     mid = gm.loc[2:15]
-    counted = _author("gpt2-medium", counted=True)
+    counted = author_layers("gpt2-medium", counted=True)
     authors = evidence(AUTHORS, points_share(counted.cost_pct / 100, CHEAP,
                                              CHEAP_SHARE_AS_STATED, "all-linear cost",
                                              claims=NEGATIVE),
@@ -247,7 +221,7 @@ def claim_negative_regularization(F, S) -> Claim:
         texts.append(f"{kind} (reported): {len(improving(ivs))} of {len(ivs)}")
     a_decs, a_text = {}, []
     for m in ("gpt2-medium", "gpt2-large"):
-        t = _author(m, counted=True)
+        t = author_layers(m, counted=True)
         k, k_not = int((t.cost_pct < 0).sum()), int((t.cost_pct > 0).sum())
         a_decs[m] = k_of_n(k, k_not, len(t), PAPER_IMPROVING.get(m, PAPER_IMPROVING["default"]),
                            what="layers improve (point estimates)")
@@ -276,7 +250,7 @@ def claim_gpt2_large_max_cost(F, S) -> Claim:
     gl = ref[ref.model == "gpt2-large"]
     author = (f"GPT-2 Large: max all-linear cost {gl.cost_pct.max() / 100:+.2%} (layer "
               f"{int(gl.loc[gl.cost_pct.idxmax(), 'layer'])})" if len(gl) else "")
-    authors = evidence(AUTHORS, _max_cost({int(r.layer): (
+    authors = evidence(AUTHORS, max_cost({int(r.layer): (
         r.cost_pct / 100 if np.isnan(r.ci_lo_pct) else r.ci_lo_pct / 100,
         np.nan if np.isnan(r.ci_lo_pct) else r.ci_hi_pct / 100) for r in gl.itertuples()}),
                        measured=author, setting=AUTHOR_FILES, reads="points",
@@ -292,7 +266,7 @@ def claim_gpt2_large_max_cost(F, S) -> Claim:
                        needs="GPT-2 Large runs at the paper profile only (hub, GPU)")
     rep = F["pretrained"]["gpt2-large"]
     return decided("P3.gpt2-large-max-cost",
-                   _max_cost(dict(enumerate(map(tuple, rep["ci_family"]["plain"])))),
+                   max_cost(dict(enumerate(map(tuple, rep["ci_family"]["plain"])))),
                    tested=REPRODUCTION, authors=authors, positive=controls.none_needed(
                        "a pretrained model evaluated as it is"),
                    measured=f"gpt2-large (plain): max per-layer cost "
@@ -301,48 +275,8 @@ def claim_gpt2_large_max_cost(F, S) -> Claim:
                    needs="more evaluation windows", scale=_scale(F, S))
 
 
-def _max_cost_points(points: dict) -> Decision:
-    top = max(points, key=points.get)
-    text = (f"point estimates only (the file holds no interval): the largest, layer {top}, "
-            f"{points[top]:+.2%}")
-    return Decision(REPRODUCED if points[top] <= LARGE_MAX else NOT_REPRODUCED,
-                    text + (" ≤ " if points[top] <= LARGE_MAX else " > ") + f"{LARGE_MAX:.1%}")
-
-
-def _max_cost(ivs: dict) -> Decision:
-    """"No layer exceeds LARGE_MAX": not reproduced if some layer's interval lies above it,
-    reproduced if every layer's lies below it, else inconclusive. A file that holds point
-    estimates only (the author's GPT-2 Large sweep) is read on its points, and says so."""
-    if all(not (np.isfinite(lo) and np.isfinite(hi)) for lo, hi in ivs.values()):
-        pts = {l: lo for l, (lo, _) in ivs.items()}
-        return _max_cost_points(pts)
-    above = [l for l, (lo, _) in ivs.items() if lo > LARGE_MAX]
-    if above:
-        return Decision(NOT_REPRODUCED, f"layers {above} lie above {LARGE_MAX:.1%} beyond the "
-                        "uncertainty")
-    if all(hi < LARGE_MAX for _, hi in ivs.values()):
-        return Decision(REPRODUCED, f"every layer's interval lies below {LARGE_MAX:.1%}")
-    cross = [l for l, (_, hi) in ivs.items() if hi >= LARGE_MAX]
-    return Decision(INCONCLUSIVE, f"the intervals of layers {cross} cross {LARGE_MAX:.1%}")
-
-
 def _by_seed(group: dict, kind: str, key: str) -> dict[int, float]:
     return {r["seed"]: r[key] for r in group[kind].get("by_seed", [])}
-
-
-def costlier_by_rank(high, low, gap: float) -> Decision:
-    """Per-layer point estimates of two models: is the first costlier than the second by more
-    than `gap`? One-sided Mann–Whitney rank tests over layers at U_ALPHA of (high − gap) against
-    `low` (ranks: one catastrophic layer counts as one layer, as the paper's medians do):
-    reproduced when it ranks above, not reproduced when below, else inconclusive."""
-    from scipy import stats as sps
-    up = sps.mannwhitneyu(np.asarray(high) - gap, low, alternative="greater").pvalue
-    down = sps.mannwhitneyu(np.asarray(high) - gap, low, alternative="less").pvalue
-    text = (f"{len(high)} against {len(low)} layers, shifted by {gap:g}: one-sided rank p "
-            f"{up:.3g} (costlier), {down:.3g} (cheaper)")
-    return (Decision(REPRODUCED, text, POSITIVE) if up < U_ALPHA else
-            Decision(NOT_REPRODUCED, text, NEGATIVE) if down < U_ALPHA else
-            Decision(INCONCLUSIVE, text))
 
 
 def claim_sequential_vs_parallel(F, S) -> Claim:
@@ -368,7 +302,7 @@ def claim_sequential_vs_parallel(F, S) -> Claim:
     dec = needs_seeds(effect(lo - MIN_TOPOLOGY_GAP, hi - MIN_TOPOLOGY_GAP,
                              what=f"parallel − sequential cost beyond {MIN_TOPOLOGY_GAP:g}"),
                       len(diffs))
-    g2, py = (_author(m) for m in ("gpt2-medium", "pythia-410m"))
+    g2, py = (author_layers(m) for m in ("gpt2-medium", "pythia-410m"))
     g2c, pyc = (t[t.layer > 0].cost_pct.to_numpy() / 100 for t in (g2, py))
     authors = evidence(
         AUTHORS, costlier_by_rank(pyc, g2c, MIN_TOPOLOGY_GAP),
@@ -470,38 +404,6 @@ def claim_progressive_control(F, S) -> Claim:
                    scale=_progressive_scale(S))
 
 
-#: The U-shape's layer groups by relative depth (layer / number of layers): early boundary
-#: layers below EARLY, late ones from LATE on, middle layers in MIDDLE — Pythia-2.8B's L0–L2
-#: and L28–L31 against L7–L15 (tex line 546; line 548 puts L3 among the cheap "sweet spot"),
-#: the paper's own groups, at any depth.
-EARLY, LATE, MIDDLE = 0.09, 0.875, (0.2, 0.5)
-
-#: The rank test's level, per part (the book's: the paper runs no test of its U-shape).
-U_ALPHA = 0.05
-
-
-def u_shape(costs) -> tuple[Decision, dict]:
-    """Per-layer costs (in layer order) → (decision, parts): the early boundary layers cost
-    more than the middle ones, and so do the late ones — each by a one-sided Mann–Whitney rank
-    test over layers at U_ALPHA (ranks: one catastrophic layer, such as layer 0, counts as one
-    layer, not as its size): reproduced when the boundary group ranks above the middle, not
-    reproduced when it ranks below, else inconclusive."""
-    from scipy import stats as sps
-    c = np.asarray(costs, float)
-    rel = np.arange(len(c)) / len(c)
-    mid = c[(rel >= MIDDLE[0]) & (rel < MIDDLE[1])]
-    parts = {}
-    for name, grp in (("early layers costlier", c[rel < EARLY]),
-                      ("late layers costlier", c[rel >= LATE])):
-        up = sps.mannwhitneyu(grp, mid, alternative="greater").pvalue
-        down = sps.mannwhitneyu(grp, mid, alternative="less").pvalue
-        text = (f"{len(grp)} {name.split()[0]} vs {len(mid)} middle layers: one-sided rank p "
-                f"{up:.3g} (costlier), {down:.3g} (cheaper)")
-        parts[name] = Decision(REPRODUCED if up < U_ALPHA else NOT_REPRODUCED
-                               if down < U_ALPHA else INCONCLUSIVE, text)
-    return by_parts(parts)
-
-
 def claim_u_shape(F, S) -> Claim:
     """P3: "a striking U-shaped nonlinearity demand curve: boundary layers (L0–L2 and L28–L31)
     are expensive to linearize, while middle layers (L7–L15) are cheap" (Pythia-2.8B, "mirrors
@@ -510,7 +412,7 @@ def claim_u_shape(F, S) -> Claim:
     author's sweeps of Pythia-2.8B and GPT-2 Medium, then SmolLM2 as a transfer."""
     a_decs, texts = {}, []
     for m in ("pythia-2.8b", "gpt2-medium"):
-        t = _author(m)
+        t = author_layers(m)
         (dec, parts) = u_shape(t.cost_pct.to_numpy() / 100)
         a_decs[m] = Decision(dec.verdict, dec.reason)
         texts.append(f"{m}: " + ", ".join(f"{k} {v}" for k, v in parts.items()))

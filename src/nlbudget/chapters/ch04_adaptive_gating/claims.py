@@ -7,14 +7,16 @@ import numpy as np
 
 from nlbudget.assets import models
 from nlbudget.assets.reference import reference
-from nlbudget.chapters.ch04_adaptive_gating.authors import author_two_phase, claim_nofly_retention
+from nlbudget.chapters.ch04_adaptive_gating.authors import (
+    AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, TOKEN_GAP, author_compound, author_context_vs_token,
+    author_two_phase, claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
                                       Decision, all_of, beyond, by_parts, decided, effect,
-                                      evidence, fdr_discoveries, fisher_interval, k_of_n,
-                                      majority, needs_seeds, null, points_above, points_within,
-                                      share_of, windows_to_decide)
+                                      evidence, majority, needs_seeds, null, share_of)
+from nlbudget.verdicts.readings import (fdr_discoveries, fisher_interval, k_of_n,
+                                        windows_to_decide)
 
 #: P3: "25–56 % of tokens routed linear at < 1 % PPL cost".
 MIN_ROUTED, MAX_COST = 0.25, 0.01
@@ -35,18 +37,10 @@ AUC_MODEST, AUC_PAPER_MIN = 0.65, 0.535
 #: (AUC − 0.5), and never below AUC_MARGIN AUC points.
 LARGER_SHARE, AUC_MARGIN = 0.25, 0.005
 
-#: "The context-only gate matches the full gate within 0.004 AUC at every layer" (tex lines 39,
-#: 48): the paper's own margin for "≈". The paper's criterion for the token gate is "context
-#: gate ≈ full gate ≫ token gate" (tex line 139; "the token-identity gate adds essentially
-#: nothing", line 39), not "token ≈ chance" (its own token-only AUCs are 0.533–0.568): the full
-#: gate beats the token gate by more than TOKEN_GAP — the paper's own resolution of "≈", so
-#: that "≫" at least exceeds what the paper calls equal (the book's reading: "≫" has no number).
-CONTEXT_MARGIN = 0.004
-TOKEN_GAP = CONTEXT_MARGIN
 
-#: A claim about layers holds at this share of layers; no-fly lists do not transfer: |r| below
-#: R_MARGIN (the paper's own "r < 0.05").
-LAYER_SHARE, R_MARGIN = 0.8, 0.05
+#: No-fly lists do not transfer: |r| below R_MARGIN (the paper's own "r < 0.05", tex lines 19,
+#: 624). (A claim about layers holds at `authors.LAYER_SHARE` of them.)
+R_MARGIN = 0.05
 
 #: The paper's own no-fly correlations and the tokens each rests on (tex lines 280–281): within
 #: Wikipedia r = 0.041 over 149 tokens found again, on LAMBADA −0.062 over 100. Their 95 %
@@ -58,21 +52,12 @@ PAPER_NOFLY = {"same domain": (0.041, 149), "cross-domain": (-0.062, 100)}
 #: layers counted at a false discovery rate FDR (tex lines 49, 633).
 MOST, PAPER_GATED_IMPROVING, FDR = 0.5, 4 / 23, 0.05
 
-#: Compound gating, "~21 % of forward FLOPs saved" at "minimal" cost (tex lines 321, 337): the
-#: paper states no cost bound; the book's — "minimal" is under COMPOUND_MAX_COST, and "~21 %"
-#: is at least COMPOUND_MIN_SAVED.
-COMPOUND_MAX_COST, COMPOUND_MIN_SAVED = 0.02, 0.15
 
 #: Positive controls: the gates beat chance held out (corrected AUC interval above 0.5) at
 #: CHANCE_SHARE of layers; their median training AUC exceeds the held-out one by at most
 #: OVERFIT_GAP (the paper's gates, fit on 25–50k tokens, generalise: tex line 103); the pair's
 #: MLPs are measurably nonlinear (chapter 03's floor) before the two-phase claim.
 CHANCE_SHARE, OVERFIT_GAP, NONLINEAR_FLOOR = 0.5, 0.05, 0.01
-
-AUTHOR_FILES = ("the P3 author's result files (pbalogh/half-the-nonlinearity, data/, CC BY 4.0), "
-                "transcribed in data/reference/; read on the author's point estimates (the "
-                "files' 'intervals' are the gated model's own spread over documents divided by "
-                "the baseline's point: unpaired, not intervals of the cost)")
 
 
 def gates_beat_chance(F) -> controls.Control:
@@ -319,23 +304,7 @@ def claim_context_not_token(F, S) -> Claim:
     dec, parts = by_parts({"context ≈ full": dc, "full ≫ token": dt})
     aucs = {k: [r["auc"][k][0] for r in rows] for k in ("linear:h", "linear:c", "linear:e")}
     rng = {k: f"{min(v):.3f}–{max(v):.3f}" for k, v in aucs.items()}
-    ref = reference("context_vs_token")
-    gap = ref.full - ref.token_only
-    a_parts = {"context ≈ full": points_within(ref.context_only - ref.full, CONTEXT_MARGIN,
-                                                "context − full AUC"),
-               "full ≫ token": points_above(gap, TOKEN_GAP, "full − token AUC")}
-    a_dec, _ = by_parts(a_parts)
-    authors = evidence(
-        AUTHORS, a_dec, setting=AUTHOR_FILES + " (context_vs_token_*.json: AUCs without "
-        "intervals, so read on their point estimates)", reads="points",
-        measured="GPT-2 Medium and Pythia-410M, " + f"{len(ref)} layers: context − full "
-        f"{(ref.context_only - ref.full).min():+.4f} to {(ref.context_only - ref.full).max():+.4f}"
-        f"; full − token {gap.min():+.4f} to {gap.max():+.4f} (token {ref.token_only.min():.3f}–"
-        f"{ref.token_only.max():.3f})",
-        control=controls.Control("the author's full gates beat chance (AUC > 0.5 at every "
-                                 "layer, point estimates)", f"{ref.full.min():.3f}–"
-                                 f"{ref.full.max():.3f}", bool((ref.full > 0.5).all()),
-                                 guards="negative"))
+    authors = author_context_vs_token()
     return decided("P3.context-not-token", dec, parts=parts, tested=TRANSFER, authors=authors,
                    positive=gates_work(F),
                    setting=f"{name} on {S['corpus']}, not GPT-2 Medium / Pythia-410M",
@@ -419,13 +388,6 @@ def claim_nofly(F, S) -> Claim:
         "the author's own cross-domain ρ (−0.062) lies just outside the paper's ±0.05")
 
 
-def _compound(saved: float, lo: float, hi: float) -> Decision:
-    if saved < COMPOUND_MIN_SAVED:
-        return Decision(NOT_REPRODUCED, f"only {saved:.0%} of forward FLOPs saved")
-    d = effect(COMPOUND_MAX_COST - hi, COMPOUND_MAX_COST - lo, what="2 % − compound cost")
-    return Decision(d.verdict, d.reason + f"; {saved:.0%} of FLOPs saved")
-
-
 def claim_compound(F, S) -> Claim:
     """P3: "gating all layers at once saves ~21 % of forward-pass FLOPs at minimal PPL cost".
     One conditional statement: a saving of at least COMPOUND_MIN_SAVED of forward FLOPs (a count)
@@ -434,15 +396,9 @@ def claim_compound(F, S) -> Claim:
     comp = F["pretrained"][name]["compound"]
     lo, hi = comp["all"]["ci"]
     saved = comp["all"]["flops_saved"]
-    dec = _compound(saved, lo, hi)
+    dec = compound(saved, lo, hi)
     pc = reference("compound").set_index("model").loc["gpt2-medium"]
-    a_dec = _compound(pc.flops_saved_total_pct / 100, pc.gated_pct / 100, pc.gated_pct / 100)
-    authors = evidence(AUTHORS, a_dec, setting=AUTHOR_FILES + " (compound_ci_gpt2_medium.json; "
-                       "read on its point: its interval is an unpaired spread)", reads="points",
-                       measured=f"GPT-2 Medium, all {int(pc.gated_layers)} gates at once: "
-                       f"{pc.gated_pct:+.0f} % PPL (CI {pc.gated_ci_lo_pct:+.0f}…"
-                       f"{pc.gated_ci_hi_pct:+.0f} %), {pc.flops_saved_total_pct:.0f} % FLOPs saved",
-                       control=controls.none_needed("the author's trained gates and files"))
+    authors = author_compound()
     return decided(
         "P3.compound-gating", dec, tested=TRANSFER, positive=gates_work(F), authors=authors,
         setting=f"{name} on {S['corpus']}",
@@ -524,80 +480,6 @@ def claim_two_phase(F, S) -> Claim:
         + ", ".join(f"{k}: {c}" for k, c in n.items()) + " here)",
         scale=f"matched pair; {S['phase1_steps']} + {S['phase2_steps']} steps; "
         f"{S['pair_seeds']} seed(s) (paper: 2,000 + 3,000 steps on GPT-2 Medium)")
-
-
-#: "40 % of individual MLP computations can be replaced by a single matrix multiply with no
-#: measurable degradation" (tex line 31): the share, as the text states it (39.9 %, lines 334,
-#: 357), to its precision.
-PAPER_FORTY = 0.395
-
-
-def claim_forty_percent(F, S) -> Claim:
-    """P3 (abstract and introduction, tex line 31): "40 % of individual MLP computations can be
-    replaced by a single matrix multiply with no measurable degradation". Two parts on the
-    author's files: (share) the best gates' mean routed share over the 23 layers the paper
-    counts reaches PAPER_FORTY (point estimates); (no measurable degradation) a paired interval
-    of each layer's gated cost — which no stored file allows (their per-layer 'intervals' are
-    unpaired spreads, and no file holds per-document losses), so that part stays undecided;
-    the text's 39.9 % is no stored figure. The book's own routing is `P3.gate-routing`."""
-    gm = reference("gate_costs").query("model == 'gpt2-medium'")
-    share = gm.routed_pct.mean() / 100
-    parts = {"share": Decision(REPRODUCED if share >= PAPER_FORTY else NOT_REPRODUCED,
-                               f"mean routed share of the best gates over {len(gm)} layers "
-                               f"{share:.1%} against the text's 40 % (point estimates)", POSITIVE),
-             "no measurable degradation": Decision(
-                 INCONCLUSIVE, f"the gated costs are {gm.gate_pct.min():+.2f} to "
-                 f"{gm.gate_pct.max():+.2f} % (points, every one above 0); 'not measurable' "
-                 "needs a paired interval, and no stored file allows one")}
-    dec, verdicts = by_parts(parts)
-    authors = evidence(AUTHORS, dec, reads="points",
-                       setting=AUTHOR_FILES + " (bootstrap_ci_gpt2_medium.json, best_gate)",
-                       measured=f"GPT-2 Medium best gates: routed {gm.routed_pct.min():.0f}–"
-                       f"{gm.routed_pct.max():.0f} % (mean {share:.1%}); gated cost "
-                       f"{gm.gate_pct.min():+.2f} to {gm.gate_pct.max():+.2f} %; the text's 39.9 % "
-                       "is in no stored file; all gates at once cost "
-                       f"{reference('compound').set_index('model').loc['gpt2-medium'].gated_pct:+.0f} %",
-                       control=controls.none_needed("the author's trained gates and files"))
-    return decided("P3.forty-percent", dec, authors=authors, parts=verdicts,
-                   measured=authors["measured"],
-                   control="the unmodified GPT-2 Medium on the same documents (the author's)",
-                   needs="the author's per-document losses of the gated and the full model "
-                   "(paired), or the paper profile's GPT-2 Medium run here",
-                   note="each layer gated alone; the book's routing on SmolLM2 is "
-                   "P3.gate-routing")
-
-
-#: GPT-2 Large: "11 of 36 layers beating baseline" with gating (tex lines 19, 379, 637).
-PAPER_LARGE_GATED = 11 / 36
-
-
-def claim_large_gated(F, S) -> Claim:
-    """P3: "the full 36-layer sweep of GPT-2 Large finds 11 of 36 layers beating baseline"
-    (with gating, tex lines 19, 379, 637). The author's sweep (scale_test_gpt2_large.json: four
-    gates a layer, point estimates, no interval), read as the author counts it: a layer beats
-    the baseline where its best gate's point estimate lies below it (`k_of_n` on points against
-    the text's 11/36). The author's number against the author's text: a consistency check; no
-    run here (GPT-2 Large runs at the paper profile only)."""
-    lg = reference("large_gates")
-    k, k_not = int((lg.gate_pct < 0).sum()), int((lg.gate_pct > 0).sum())
-    dec = k_of_n(k, k_not, len(lg), PAPER_LARGE_GATED, what="gated layers below the baseline "
-                 "(point estimates)")
-    better = lg[lg.gate_pct < 0]
-    authors = evidence(AUTHORS, dec, reads="points",
-                       setting="the P3 author's scale_test_gpt2_large.json (pbalogh/half-the-"
-                       "nonlinearity, data/, CC BY 4.0), transcribed in data/reference/"
-                       "p3_large_gates.csv; best of four gates per layer",
-                       measured=f"GPT-2 Large: {k} of {len(lg)} layers' best gate below the "
-                       f"baseline (L{', L'.join(map(str, better.layer))}; "
-                       f"{better.gate_pct.max():+.2f} to {better.gate_pct.min():+.2f} %); "
-                       f"all-linear: {int((lg.all_linear_pct < 0).sum())} of {len(lg)}",
-                       control=controls.none_needed("the author's trained gates and files"))
-    return decided("P3.large-gated-beats-baseline", dec, authors=authors,
-                   measured=authors["measured"], control="the unmodified GPT-2 Large (the author's)",
-                   needs="GPT-2 Large runs at the paper profile only (hub, GPU)",
-                   note=f"gains of {-better.gate_pct.max():.2f}–{-better.gate_pct.min():.2f} % "
-                   "with no interval: the count cannot say whether any layer beats the "
-                   "baseline beyond noise")
 
 
 CLAIMS = (claim_gate_routing, claim_gate_vs_random, claim_larger_gates, claim_context_not_token,

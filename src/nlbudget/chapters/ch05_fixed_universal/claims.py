@@ -9,8 +9,8 @@ from nlbudget.chapters.ch05_fixed_universal.study import SETTING_KW, task_names
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, MIN_SEEDS, NOT_REPRODUCED, NOT_RUN, PARTLY,
                                       REPRODUCED, REPRODUCTION, Claim, Decision, all_of, by_parts,
-                                      combine, decided, effect, needs_seeds,
-                                      runs_to_decide)
+                                      combine, decided, effect, needs_seeds)
+from nlbudget.verdicts.readings import runs_to_decide
 
 #: Every row of this chapter is the paper's own setting (its tasks and models) at the sizes
 #: this machine allows.
