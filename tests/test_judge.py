@@ -127,9 +127,9 @@ def test_a_committed_result_is_rejudged_from_its_stored_figures(tmp_path, monkey
     assert ledger.judge_committed("full", ["04"], log=lambda line: None)[stem]["changed"] == {}
     assert (d / f"{stem}.verdicts.json").read_bytes() == (src / f"{stem}.verdicts.json") \
         .read_bytes()  # nothing changed: the file is kept as it is
-    claims = sys.modules[profiles.chapter("04").module + ".claims"]
+    authors = sys.modules[profiles.chapter("04").module + ".authors"]
     # "minimal cost", moved from 2 % to 500 %: the author's own compound file (+272 %) passes
-    monkeypatch.setattr(claims, "COMPOUND_MAX_COST", 5.0)
+    monkeypatch.setattr(authors, "COMPOUND_MAX_COST", 5.0)
     out = ledger.judge_committed("full", ["04"], log=lambda line: None)[stem]
     assert out["changed"]["P3.compound-gating"] == ("not reproduced", "reproduced")
     assert (d / f"{stem}.json").read_bytes() == figures
