@@ -1187,11 +1187,8 @@ UNREACHABLE = {
     # its degradation part reads no paired interval from the author's files (none exists):
     # at best partly, and a failed share leaves it undecided, not refuted
     "claim_forty_percent": {R, NR},
-    # its artifact part rests on one run of each arm (never decided): at best partly
-    "claim_lambada_degradation": {R, NR},
-    # its positive control is that the skip lowers perplexity off the base — the part whose
-    # failure alone could make both parts fail: at worst partly
-    "claim_skip_combines": {NR},
+    # both parts read the author's points, which always decide
+    "claim_lambada_degradation": {INC},
 }
 
 
@@ -1258,14 +1255,14 @@ def test_ch06_skip_combines_in_two_parts():
     assert verdict(fn, F((-0.08, -0.05), (0.02, 0.1)), S) == R
     assert verdict(fn, F((-0.08, -0.05), (-0.05, 0.05)), S) == P
     assert verdict(fn, F((-0.08, -0.05), (-0.1, -0.02)), S) == P  # lowers PPL, hurts accuracy
-    # a skip that does not lower perplexity fails the positive control (it moved nothing off
-    # the base): its "no help" is blocked, never `not reproduced`
-    assert verdict(fn, F((0.01, 0.05), (-0.1, -0.02)), S) == INC
+    # trained to its plateau, a skip that helps neither does not combine both
+    assert verdict(fn, F((0.01, 0.05), (-0.1, -0.02)), S) == NR
     assert verdict(fn, F((-0.02, 0.01), (-0.05, 0.05)), S) == INC
     assert verdict(fn, F((-0.08, -0.05), (0.02, 0.1), seeds=(0,)), S) == INC  # one seed
     # an under-trained skip can only understate: what it shows stands, "no help" does not
     assert verdict(fn, F((-0.08, -0.05), (0.02, 0.1), plateau=False), S) == R
     assert verdict(fn, F((-0.08, -0.05), (-0.1, -0.02), plateau=False), S) == P
+    assert verdict(fn, F((0.01, 0.05), (-0.1, -0.02), plateau=False), S) == INC
 
 
 def _frames(monkeypatch, module, **frames):
@@ -1312,18 +1309,25 @@ def test_ch03_lambada_degradation_on_the_author_runs():
     S = settings(c3)
     real = a3.finetune_runs
 
-    def shifted(lam):  # every linearized or gated run's LAMBADA change set to `lam`
+    def shifted(lam=None, post=None):  # the runs' LAMBADA changes, and right after linearizing
         def runs(run, layers=None, small=False):
             t = real(run, layers, small)
-            return t.assign(lambada_delta_pct=lam) if run != "control" else t
+            if run == "control":
+                return t
+            t = t.assign(lambada_delta_pct=lam) if lam is not None else t
+            return t.assign(post_linearization_lambada_ppl=post * t.baseline_lambada_ppl) \
+                if post is not None else t
         return runs
 
-    c = c3.claim_lambada_degradation(f03([0.01] * 30), S)  # the author's files
-    assert c.verdict == P and c.parts == {"degrades": R, "not a linearization artifact": INC}
-    assert "single-seed reading: not reproduced" in c.reason  # one run each: never decided
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(a3, "finetune_runs", shifted(-5.0))
-        assert verdict(c3.claim_lambada_degradation, f03([0.01] * 30), S) == INC
+    # the author's files: LAMBADA +36.7 % right after linearizing, before any fine-tuning (tex
+    # line 473) — the degradation the text calls "not a linearization artifact" is there first
+    c = c3.claim_lambada_degradation(f03([0.01] * 30), S)
+    assert c.verdict == P and c.parts == {"degrades": R, "not a linearization artifact": NR}
+    assert "+36.7%" in c.reason and c.shows == "consistency check"
+    for lam, post, v in ((20.0, 1.01, R), (-5.0, 1.3, NR)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(a3, "finetune_runs", shifted(lam, post))
+            assert verdict(c3.claim_lambada_degradation, f03([0.01] * 30), S) == v
 
 
 def test_ch04_nofly_retention_against_stable_tokens():

@@ -146,6 +146,9 @@ def finetune(src: Path, out: Path):
                      "baseline_lambada_ppl": base["lambada"], "final_lambada_ppl": final["lambada"],
                      "lambada_delta_pct": (d["deltas"]["lambada"] if general
                                            else d["lambada_delta_pct"]),
+                     # LAMBADA right after linearization, before any fine-tuning (tex line 473)
+                     "post_linearization_lambada_ppl": (d.get("post_linearization") or {})
+                     .get("lambada", ""),
                      "source": name})
     b = json.loads((src / BENCHMARK).read_text())
     base = rows[-2]  # the control's baselines: the same GPT-2 Medium evaluation
@@ -158,7 +161,8 @@ def finetune(src: Path, out: Path):
                  "baseline_lambada_ppl": base["baseline_lambada_ppl"],
                  "final_lambada_ppl": base["baseline_lambada_ppl"]
                  * (1 + q["lambada_delta_pct"] / 100),
-                 "lambada_delta_pct": q["lambada_delta_pct"], "source": BENCHMARK})
+                 "lambada_delta_pct": q["lambada_delta_pct"],
+                 "post_linearization_lambada_ppl": "", "source": BENCHMARK})
     write(rows, out / "p3_finetune.csv")
 
 
