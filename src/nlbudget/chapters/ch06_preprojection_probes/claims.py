@@ -236,6 +236,17 @@ def claim_no_kv_overhead(F, S) -> Claim:
                    scale="2 prompts × 16 tokens, 4 decoded tokens")
 
 
+def _against_base(cid: str, F, S, decs: dict, texts: dict, parts: dict,
+                  positives: dict) -> Claim:
+    """A P4 row whose arms are compared with the frozen base on the same items and windows
+    (`_by_model`), judged per model by stated parts."""
+    return _by_model(cid, decs, positives, texts, F=F, parts=parts,
+                     control="the frozen base on the same items and windows",
+                     needs=_more_seeds(F) + f"; more last-word items (here {F['n_items']})",
+                     scale=_scale(F), note=("" if S["lastword"] == "lambada" else
+                                            f"{S['lastword']} last-word items, not LAMBADA"))
+
+
 def claim_comprehension(F, S) -> Claim:
     """P4: "pre-projection alone helps comprehension, LoRA alone helps perplexity but not
     comprehension". Per model, against the frozen base on the same items and windows, two
@@ -266,14 +277,10 @@ def claim_comprehension(F, S) -> Claim:
                                            what="LoRA's accuracy change")})
         decs[m] = needs_seeds(dec, _n_seeds(F, m))
         texts[m] = t
-    return _by_model("P4.comprehension", decs,
-                     {m: probes_trained(F, m, ("pre", "lora"), "negative")
-                      if "pre" in F["studies"][m] else controls.none_needed("not run")
-                      for m in decs}, texts, F=F,
-                     parts=parts, control="the frozen base on the same items and windows",
-                     needs=_more_seeds(F) + f"; more last-word items (here {F['n_items']})",
-                     scale=_scale(F), note=("" if S["lastword"] == "lambada" else
-                                            f"{S['lastword']} last-word items, not LAMBADA"))
+    return _against_base("P4.comprehension", F, S, decs, texts, parts,
+                         {m: probes_trained(F, m, ("pre", "lora"), "negative")
+                          if "pre" in F["studies"][m] else controls.none_needed("not run")
+                          for m in decs})
 
 
 def claim_skip_combines(F, S) -> Claim:
@@ -308,16 +315,12 @@ def claim_skip_combines(F, S) -> Claim:
     # off the base), so the control here is the plateau alone: an under-trained skip can only
     # understate either part
     fix = f"train the probes longer at full (here {F['setup'][next(iter(decs))]['steps']} steps)"
-    return _by_model("P4.skip-combines", decs,
-                     {m: controls.plateau(F["studies"][m]["skip"].get("train_loss"),
-                                          what="skip trained to its plateau", fix=fix,
-                                          guards="negative")
-                      if "skip" in F["studies"][m] else controls.none_needed("not run")
-                      for m in decs}, texts, F=F,
-                     parts=parts, control="the frozen base on the same items and windows",
-                     needs=_more_seeds(F) + f"; more last-word items (here {F['n_items']})",
-                     scale=_scale(F), note=("" if S["lastword"] == "lambada" else
-                                            f"{S['lastword']} last-word items, not LAMBADA"))
+    return _against_base("P4.skip-combines", F, S, decs, texts, parts,
+                         {m: controls.plateau(F["studies"][m]["skip"].get("train_loss"),
+                                              what="skip trained to its plateau", fix=fix,
+                                              guards="negative")
+                          if "skip" in F["studies"][m] else controls.none_needed("not run")
+                          for m in decs})
 
 
 CLAIMS = (claim_lambada, claim_ppl, claim_skip_by_depth, claim_no_kv_overhead,
