@@ -275,8 +275,9 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
         pc = pieces[kind].get("positive_control", {}) if kind else {}
         if kind and pieces[kind].get("parts"):  # the parts as guarded
             kw["parts"] = pieces[kind]["parts"]
-        if kind == AUTHORS and own.verdict in DECIDING and pieces[AUTHORS].get("reads") == \
-                "points" and not kw.get("shows") and kw.get("kind", "paper") == "paper":  # the author's points against the text
+        # a paper row decided by the author's points: the author's numbers against the text
+        if kind == AUTHORS and own.verdict in DECIDING and kw.get("kind", "paper") == "paper" \
+                and pieces[AUTHORS].get("reads") == "points" and not kw.get("shows"):
             kw["shows"] = "consistency check"
     else:
         pc = positive.as_dict() if positive else {}
@@ -330,16 +331,15 @@ def effect(lo: float | None, hi: float | None, *, min_effect: float = 0.0,
                     f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] holds 0")
 
 
-def beyond(lo: float | None, hi: float | None, margin: float, *, what: str = "effect",
-           claims: str = POSITIVE) -> Decision:
+def beyond(lo: float | None, hi: float | None, margin: float, *,
+           what: str = "effect") -> Decision:
     """A claim that the effect (oriented so the claim is positive) exceeds `margin` — a
     superiority rule, or, with the quantity margin − cost, a non-inferiority one: `effect` on
     the interval shifted by the margin. Reproduced when the interval lies above the margin, not
     reproduced when below it. The one rule the chapters and the exercises decide with, and
     whose edge `runs_to_decide` counts seeds against."""
     shift = (lambda x: None if x is None else x - margin)
-    return effect(shift(lo), shift(hi), what=f"{what} beyond {margin:g}" if margin else what,
-                  claims=claims)
+    return effect(shift(lo), shift(hi), what=f"{what} beyond {margin:g}" if margin else what)
 
 
 def null(lo: float | None, hi: float | None, *, margin: float, what: str = "effect") -> Decision:
@@ -358,7 +358,7 @@ def null(lo: float | None, hi: float | None, *, margin: float, what: str = "effe
     return Decision(INCONCLUSIVE, f"the interval of the {what} {span} crosses ±{margin:g}")
 
 
-def any_of(intervals: dict, *, what: str = "effect", claims: str = POSITIVE) -> Decision:
+def any_of(intervals: dict, *, what: str = "effect") -> Decision:
     """"Some of these show the effect" (each interval oriented so the effect is positive and
     already corrected for multiplicity, e.g. at `stats.bonferroni(len(intervals))`):
     reproduced if any interval lies above 0; not reproduced if every interval lies below 0;
@@ -368,10 +368,10 @@ def any_of(intervals: dict, *, what: str = "effect", claims: str = POSITIVE) -> 
     above = [k for k, (lo, hi) in intervals.items() if lo > 0]
     if above:
         return _decision(REPRODUCED, f"{len(above)} of {len(intervals)} corrected intervals "
-                         f"of the {what} lie above 0", claims)
+                         f"of the {what} lie above 0")
     if all(hi < 0 for lo, hi in intervals.values()):
         return _decision(NOT_REPRODUCED, f"all {len(intervals)} corrected intervals of the "
-                         f"{what} lie below 0", claims)
+                         f"{what} lie below 0")
     return Decision(INCONCLUSIVE, f"no corrected interval of the {what} lies above 0, and "
                     f"{sum(hi >= 0 for _, hi in intervals.values())} of {len(intervals)} hold 0")
 
@@ -437,13 +437,13 @@ def needs_seeds(decision: Decision, n_seeds: int, *, minimum: int = MIN_SEEDS) -
                     f"(the single-seed reading: {decision.verdict}, {decision.reason})")
 
 
-def over_runs(values, what: str, claims: str = POSITIVE) -> Decision:
+def over_runs(values, what: str) -> Decision:
     """A directional effect measured once per run (seeds, or the stored runs of one budget):
     `effect` on the t interval over the runs; fewer than MIN_SEEDS runs never decide
     (`needs_seeds`), the single run's reading kept in the reason."""
     v = [float(x) for x in values]
     lo, hi = (v[0], v[0]) if len(v) == 1 else stats.t_interval(v)[1:]
-    return needs_seeds(effect(lo, hi, what=what, claims=claims), len(v))
+    return needs_seeds(effect(lo, hi, what=what), len(v))
 
 
 def _common_finding(decisions) -> str:

@@ -8,8 +8,6 @@ as a proportion (`k_of_n`)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy import stats as sps
 
@@ -23,18 +21,15 @@ def runs_to_decide(values, *, margin: float = 0.0, unit: str = "seeds",
     """The one power calculation of a rule decided over runs (`beyond`, `over_runs`): how many
     runs a t interval over the per-run `values` needs to clear `margin` (the rule's edge, not 0
     unless the rule's edge is 0) at the mean and spread seen; with the mean and spread it
-    rests on. (It replaces `stats.n_to_resolve`, which counts against 0 and which the studies'
-    module still holds until their next rerun: editing it would stale five committed
-    results.)"""
+    rests on (`stats.n_to_resolve` on the distance of the mean from the edge)."""
     v = np.asarray([float(x) for x in values], float)
     if len(v) < 2:
         return f"more {unit} (one run: the spread over {unit} is not yet estimable)"
     m, sd = float(v.mean()), float(v.std(ddof=1))
     edge = f"the rule's edge {margin:+.3g}" if margin else "0"
-    if m == margin or not (math.isfinite(sd) and math.isfinite(m)):
+    n = stats.n_to_resolve(sd, m - margin, level)  # seeds to exclude 0 from the mean − edge
+    if n is None:
         return f"the mean seen lies on {edge}: no number of {unit} decides it"
-    # the normal approximation of a t interval: n with z·sd/√n < |mean − edge|, plus one
-    n = int(math.ceil((sps.norm.ppf((1 + level) / 2) * sd / abs(m - margin)) ** 2)) + 1
     return (f"about {n} {unit} for a t interval to clear {edge} (mean {m:+.3g}, s.d. {sd:.3g} "
             f"over {len(v)} {unit})")
 

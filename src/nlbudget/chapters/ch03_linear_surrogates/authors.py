@@ -172,19 +172,25 @@ def max_cost(ivs: dict) -> Decision:
     return Decision(INCONCLUSIVE, f"the intervals of layers {cross} cross {LARGE_MAX:.1%}")
 
 
-def costlier_by_rank(high, low, gap: float) -> Decision:
-    """Per-layer point estimates of two models: is the first costlier than the second by more
-    than `gap`? One-sided Mann–Whitney rank tests over layers at U_ALPHA of (high − gap) against
-    `low` (ranks: one catastrophic layer counts as one layer, as the paper's medians do):
-    reproduced when it ranks above, not reproduced when below, else inconclusive."""
+def ranks_above(high, low, text: str) -> Decision:
+    """Does the group `high` rank above `low` over layers? One-sided Mann–Whitney rank tests
+    both ways at U_ALPHA (ranks: one catastrophic layer counts as one layer, as the paper's
+    medians do): reproduced when it ranks above, not reproduced when below, else
+    inconclusive; `text` names the groups."""
     from scipy import stats as sps
-    up = sps.mannwhitneyu(np.asarray(high) - gap, low, alternative="greater").pvalue
-    down = sps.mannwhitneyu(np.asarray(high) - gap, low, alternative="less").pvalue
-    text = (f"{len(high)} against {len(low)} layers, shifted by {gap:g}: one-sided rank p "
-            f"{up:.3g} (costlier), {down:.3g} (cheaper)")
+    up = sps.mannwhitneyu(high, low, alternative="greater").pvalue
+    down = sps.mannwhitneyu(high, low, alternative="less").pvalue
+    text += f": one-sided rank p {up:.3g} (costlier), {down:.3g} (cheaper)"
     return (Decision(REPRODUCED, text, POSITIVE) if up < U_ALPHA else
             Decision(NOT_REPRODUCED, text, NEGATIVE) if down < U_ALPHA else
             Decision(INCONCLUSIVE, text))
+
+
+def costlier_by_rank(high, low, gap: float) -> Decision:
+    """Per-layer point estimates of two models: is the first costlier than the second by more
+    than `gap` (`ranks_above` of high − gap against low)?"""
+    return ranks_above(np.asarray(high) - gap, low,
+                       f"{len(high)} against {len(low)} layers, shifted by {gap:g}")
 
 
 #: The U-shape's layer groups by relative depth (layer / number of layers): early boundary
@@ -204,17 +210,10 @@ def u_shape(costs) -> tuple[Decision, dict]:
     test over layers at U_ALPHA (ranks: one catastrophic layer, such as layer 0, counts as one
     layer, not as its size): reproduced when the boundary group ranks above the middle, not
     reproduced when it ranks below, else inconclusive."""
-    from scipy import stats as sps
     c = np.asarray(costs, float)
     rel = np.arange(len(c)) / len(c)
     mid = c[(rel >= MIDDLE[0]) & (rel < MIDDLE[1])]
-    parts = {}
-    for name, grp in (("early layers costlier", c[rel < EARLY]),
-                      ("late layers costlier", c[rel >= LATE])):
-        up = sps.mannwhitneyu(grp, mid, alternative="greater").pvalue
-        down = sps.mannwhitneyu(grp, mid, alternative="less").pvalue
-        text = (f"{len(grp)} {name.split()[0]} vs {len(mid)} middle layers: one-sided rank p "
-                f"{up:.3g} (costlier), {down:.3g} (cheaper)")
-        parts[name] = Decision(REPRODUCED if up < U_ALPHA else NOT_REPRODUCED
-                               if down < U_ALPHA else INCONCLUSIVE, text)
-    return by_parts(parts)
+    return by_parts({name: ranks_above(grp, mid, f"{len(grp)} {name.split()[0]} vs {len(mid)} "
+                                                 "middle layers")
+                     for name, grp in (("early layers costlier", c[rel < EARLY]),
+                                       ("late layers costlier", c[rel >= LATE]))})
