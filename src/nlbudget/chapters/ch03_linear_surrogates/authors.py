@@ -63,8 +63,9 @@ def author_progressive_control(min_behind: float) -> dict:
     gap = both.final_wiki_ppl / both.final_wiki_ppl_control - 1 - min_behind
     decs = {f"{steps:,} steps": over_runs(g, "linearized / control − 1 − margin")
             for steps, g in gap.groupby(both.steps)}
-    measured = ("GPT-2 Medium WikiText PPL, both on the 117.9M-token corpus: control (no layer "
-                "linear) " + _runs_text(ctl) + "; L10–L13 linear " + _runs_text(lin))
+    measured = ("GPT-2 Medium WikiText PPL: control (no layer linear, the 117.9M-token corpus) "
+                + _runs_text(ctl) + "; L10–L13 linear (" + ", ".join(lin.corpus.unique())
+                + ") " + _runs_text(lin))
     return evidence(AUTHORS, all_of(decs), setting=AUTHOR_FINETUNE, measured=measured,
                     reads="points", control=controls.none_needed("the author's trained models"))
 

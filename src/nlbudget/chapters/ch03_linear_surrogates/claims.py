@@ -408,7 +408,7 @@ def claim_u_shape(F, S) -> Claim:
     """P3: "a striking U-shaped nonlinearity demand curve: boundary layers (L0–L2 and L28–L31)
     are expensive to linearize, while middle layers (L7–L15) are cheap" (Pythia-2.8B, "mirrors
     GPT-2 Medium"). Two parts (`u_shape`): early and late boundary layers each cost more than
-    the middle ones (Welch over layers, groups by relative depth, EARLY, LATE and MIDDLE); the
+    the middle ones (rank tests over layers, groups by relative depth, EARLY, LATE and MIDDLE); the
     author's sweeps of Pythia-2.8B and GPT-2 Medium, then SmolLM2 as a transfer."""
     a_decs, texts = {}, []
     for m in ("pythia-2.8b", "gpt2-medium"):

@@ -45,6 +45,12 @@ def _over_seeds(F, m, key: str, one_seed: tuple) -> tuple:
     return min(lo, one_seed[0]), max(hi, one_seed[1])
 
 
+def _seeds_of(F, m, key: str) -> int:
+    """How many seeds model `m`'s results record `key` for (`by_seed`); the first seed's own
+    figures (`studies`) count as one where no seed records it."""
+    return max(1, sum(r.get(key) is not None for r in F.get("by_seed", {}).get(m, [])))
+
+
 def _n_seeds(F, m) -> int:
     """How many seeds model `m`'s probes were trained from, as its results record them."""
     setup = F["setup"][m]
@@ -236,13 +242,14 @@ def claim_no_kv_overhead(F, S) -> Claim:
                    scale="2 prompts × 16 tokens, 4 decoded tokens")
 
 
-def _against_base(cid: str, F, S, decs: dict, texts: dict, parts: dict,
-                  positives: dict) -> Claim:
+def _against_base(cid: str, F, S, decs: dict, texts: dict, parts: dict, positives: dict,
+                  needs: str = "") -> Claim:
     """A P4 row whose arms are compared with the frozen base on the same items and windows
     (`_by_model`), judged per model by stated parts."""
     return _by_model(cid, decs, positives, texts, F=F, parts=parts,
                      control="the frozen base on the same items and windows",
-                     needs=_more_seeds(F) + f"; more last-word items (here {F['n_items']})",
+                     needs=(needs or _more_seeds(F))
+                     + f"; more last-word items (here {F['n_items']})",
                      scale=_scale(F), note=("" if S["lastword"] == "lambada" else
                                             f"{S['lastword']} last-word items, not LAMBADA"))
 
@@ -296,7 +303,12 @@ def claim_skip_combines(F, S) -> Claim:
         if "skip" not in st:
             decs[m], texts[m] = Decision(NOT_RUN, "no skip-only variant"), m
             continue
-        sk = st["skip"]["vs_base"]
+        sk = dict(st["skip"]["vs_base"])
+        # the seeds' spread where the results record it per seed (`_over_seeds`); else the
+        # first seed's interval alone, which `needs_seeds` keeps from deciding
+        sk["ppl_ci"] = _over_seeds(F, m, "skip_ppl_vs_base", sk["ppl_ci"])
+        sk["acc_ci"] = _over_seeds(F, m, "skip_acc_vs_base", sk["acc_ci"])
+        n = min(_seeds_of(F, m, "skip_ppl_vs_base"), _seeds_of(F, m, "skip_acc_vs_base"))
         t = (f"{models.label(m)}: skip only vs the frozen base: perplexity "
              f"{_pct(sk['ppl_change'])} [{_pct(sk['ppl_ci'][0])}, {_pct(sk['ppl_ci'][1])}], "
              f"accuracy {_pct(sk.get('acc_change'))} [{_pct(sk['acc_ci'][0])}, "
@@ -309,8 +321,8 @@ def claim_skip_combines(F, S) -> Claim:
             "lowers perplexity": effect(-sk["ppl_ci"][1], -sk["ppl_ci"][0],
                                         what="perplexity drop"),
             "helps comprehension": effect(*sk["acc_ci"], what="accuracy gain")})
-        decs[m] = needs_seeds(dec, _n_seeds(F, m))
-        texts[m] = t
+        decs[m] = needs_seeds(dec, n)
+        texts[m] = t + f" ({n} seed(s) recorded against the base)"
     # the perplexity part measures what `probes_trained` would check (the skip moved perplexity
     # off the base), so the control here is the plateau alone: an under-trained skip can only
     # understate either part
@@ -320,7 +332,9 @@ def claim_skip_combines(F, S) -> Claim:
                                               what="skip trained to its plateau", fix=fix,
                                               guards="negative")
                           if "skip" in F["studies"][m] else controls.none_needed("not run")
-                          for m in decs})
+                          for m in decs},
+                         needs="the skip's change against the base recorded for every seed "
+                         "(`by_seed`: a rerun of chapter 06)")
 
 
 CLAIMS = (claim_lambada, claim_ppl, claim_skip_by_depth, claim_no_kv_overhead,
