@@ -282,14 +282,18 @@ class FrozenTransformer(torch.nn.Module):
 
 
 def train_program(model: FrozenTransformer, batches, steps: int, lr: float = 3e-3,
-                  progress=None) -> list[float]:
+                  progress=None, every: int = 0, check=None) -> list[float]:
     """Adam on the parameters that require gradients (E and U, or everything for a trained
     model) with cross-entropy on the labels; `batches(step)` returns (ids, labels), labels (B,)
-    for the last position or (B, T) for every position."""
+    for the last position or (B, T) for every position. With `check`, `check(n)` is called after
+    every `every` steps (n steps done); training stops early where it returns True — one
+    optimiser throughout, so a run stopped at n steps is the first n steps of a longer one."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
     losses = []
     for step in range(steps):
+        if check is not None and every and step and step % every == 0 and check(step):
+            break
         ids, y = batches(step)
         out = model(ids) if y.dim() == 1 else model.hidden(ids) @ model.U
         loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]),
@@ -300,6 +304,9 @@ def train_program(model: FrozenTransformer, batches, steps: int, lr: float = 3e-
         losses.append(loss.item())
         if progress is not None:
             progress.update(1)
+    else:
+        if check is not None and every:  # the last point: after the last step
+            check(steps)
     return losses
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nlbudget.chapters.ch05_fixed_universal.study import SETTING_KW, task_names
+from nlbudget.chapters.ch05_fixed_universal.study import REF_MIN, SETTING_KW, task_names
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, MIN_SEEDS, NOT_REPRODUCED, NOT_RUN, PARTLY,
                                       REPRODUCED, REPRODUCTION, Claim, Decision, all_of, by_parts,
@@ -34,8 +34,6 @@ WIDTH_SLACK = 2.0
 #: Accuracy targets: the paper's figure, less a tolerance.
 DYCK_SPARSE, DYCK_RANDOM, TOL = 1.0, 0.944, 0.03
 
-#: k-hop: the fully trained reference must reach this for frozen models to be judged.
-REF_MIN = 0.9
 
 #: k-hop, attention only: the trained model must beat the frozen ones by this.
 KHOP_GAP = 0.2
@@ -44,8 +42,9 @@ KHOP_SPARSE, KHOP_RANDOM = 1.0, 0.857
 
 
 def _acc(F, task, kind, setting) -> list[float]:
-    """Test accuracies at the training length, one per seed."""
-    return [r["acc_train_len"] for r in F["runs"]
+    """Test accuracies at the training length, one per seed, in the order of the seeds (so two
+    arms' lists pair seed by seed)."""
+    return [r["acc_train_len"] for r in sorted(F["runs"], key=lambda r: r["seed"])
             if (r["task"], r["kind"], r["setting"]) == (task, kind, setting)]
 
 
@@ -325,6 +324,42 @@ def _hops(F, S, setting: str, kinds=("trained",)) -> dict[str, float]:
             for hop in task_names(S)[1:]}
 
 
+#: k-hop, attention only: a frozen model "stopped improving" when its held-out accuracy gained
+#: less than this, on average over seeds, over the last quarter of its steps.
+FROZEN_STALL = 0.02
+
+
+def _ref_steps(F, hop: str, setting: str, kinds=("trained",)) -> str:
+    """The steps the reference runs trained for (they go on until they learn the hop)."""
+    n = [r["steps"] for r in F["runs"] if (r["task"], r["setting"]) == (hop, setting)
+         and r["kind"] in kinds and r.get("steps")]
+    return f" after {min(n):,}–{max(n):,} steps" if n and min(n) != max(n) else (
+        f" after {n[0]:,} steps" if n else "")
+
+
+def _frozen_plateau(F, S, setting: str) -> controls.Control:
+    """The frozen models of a k-hop comparison stopped improving (held-out accuracy gained less
+    than FROZEN_STALL over the last quarter of their steps, mean over seeds, every hop): a
+    frozen model stopped early understates what it reaches, and so overstates a trained model's
+    lead over it (`guards="positive"`)."""
+    what = (f"the frozen models stopped improving ({setting}: held-out accuracy gained < "
+            f"{FROZEN_STALL:.0%} over the last quarter of their steps)")
+    fix = f"train the frozen models longer than {S['hop_steps']:,} steps"
+    gains = {}
+    for r in F["runs"]:
+        c = r.get("val_curve") or []
+        if r["task"] != "dyck" and r["setting"] == setting and r["kind"] in ("sparse", "random") \
+                and len(c) >= 2:
+            gains.setdefault(f"{r['task']} {r['kind']}", []).append(c[-1][1] - c[-2][1])
+    if not gains:
+        return controls.not_recorded(what, "a rerun that records held-out curves",
+                                     guards="positive")
+    worst = max(float(np.mean(v)) for v in gains.values())
+    return controls.Control(what, ", ".join(f"{k} {np.mean(v):+.1%}" for k, v in gains.items()),
+                            bool(worst < FROZEN_STALL), "" if worst < FROZEN_STALL else fix,
+                            "positive")
+
+
 def _ref_missing(hop, ref, setting) -> str:
     return (f"the fully trained transformer reaches only {ref:.0%} on {hop} ({setting}): a "
             f"larger budget (the paper profile: L = 3, 5,000 steps, k = 1…4) must first bring "
@@ -332,7 +367,7 @@ def _ref_missing(hop, ref, setting) -> str:
 
 
 def _every_hop(cid: str, F, S, judge, control: str, setting: str,
-               kinds=("trained",)) -> Claim:
+               kinds=("trained",), also: controls.Control | None = None) -> Claim:
     """A k-hop claim judged on every hop whose fully trained reference learns it in `setting`
     (the positive control, ≥ REF_MIN): `judge(hop)` → (Decision, parts, text); a hop whose
     reference does not learn it is left out, named; no hop learned: the control failed."""
@@ -341,9 +376,11 @@ def _every_hop(cid: str, F, S, judge, control: str, setting: str,
     learned = [h for h, r in refs.items() if r >= REF_MIN]
     positive = controls.Control(
         f"a model of this shape learns the hop at this budget ({' or '.join(kinds)}, "
-        f"{setting}: ≥ {REF_MIN:.0%}) — hops none learns are left out", ", ".join(f"{h} {r:.1%}" for h, r in refs.items()),
+        f"{setting}: ≥ {REF_MIN:.0%}) — hops none learns are left out",
+        ", ".join(f"{h} {r:.1%}{_ref_steps(F, h, setting, kinds)}" for h, r in refs.items()),
         bool(learned), "" if learned else "a larger budget (the paper profile: L = 3, 5,000 "
         "steps, k = 1…4)")
+    positive = controls.joined(positive, also)
     for hop, ref in refs.items():
         dec, hop_parts, text, *want = judge(hop)
         texts.append(text)
@@ -381,7 +418,8 @@ def claim_khop_attention_only(F, S) -> Claim:
             f"{k} {_mean(v):.1%}" for k, v in fa.items()) + f" (chance {1 / S['hop_vocab']:.0%})")
 
     return _every_hop("P2.khop-attention-only", F, S, judge,
-                      "the fully trained transformer of the same shape", "attention-only")
+                      "the fully trained transformer of the same shape", "attention-only",
+                      also=_frozen_plateau(F, S, "attention-only"))
 
 
 def claim_khop_residual_ln(F, S) -> Claim:

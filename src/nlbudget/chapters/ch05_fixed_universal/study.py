@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
 import torch
 
 from nlbudget import tasks, timing, universal
 from nlbudget.assets import devices
+from nlbudget.verdicts import stats
 
 KEY, STEM = "05", "05_fixed_universal"
 
@@ -13,13 +17,49 @@ KEY, STEM = "05", "05_fixed_universal"
 #: one (the same numbers however it is launched) and the build runs it beside another.
 THREADS = 1
 
+#: Sizes fixed by a power calculation before the run that uses them, from a pilot's per-seed
+#: figures (here: the committed `full` results of commit 7fe5821, three seeds), and recorded
+#: in the results (`power`): the seeds a paired t interval of the gain needs to clear its
+#: rule's edge at the mean and spread the pilot saw (`stats.n_to_resolve`).
+POWER = {
+    "P2.khop-random-mlp": dict(
+        task="hop1", arms=("+residual+LN", "+residual+LN+MLP"), edge=0.0,
+        rule="the paired t interval of the gain from frozen random MLPs clears 0",
+        pilot="full, commit 7fe5821: hop 1, random UT, seeds 0–2 (MLP − no MLP)",
+        pilot_values=(0.448 - 0.451, 0.470 - 0.451, 0.468 - 0.522)),
+}
+
+
+def power_seeds(cid: str) -> int:
+    """The seeds `POWER[cid]` calls for: `stats.n_to_resolve` at the pilot's mean and s.d."""
+    import statistics
+
+    p = POWER[cid]
+    v = p["pilot_values"]
+    return stats.n_to_resolve(statistics.stdev(v), statistics.fmean(v) - p["edge"])
+
+
+def power(S: dict) -> dict:
+    """What the results record of the pre-registered sizes: each `POWER` entry, its pilot's
+    mean and s.d., and the seeds it called for against those run."""
+    import statistics
+
+    return {cid: {**{k: v for k, v in p.items() if k != "arms"}, "arms": list(p["arms"]),
+                  "pilot_mean": statistics.fmean(p["pilot_values"]),
+                  "pilot_sd": statistics.stdev(p["pilot_values"]),
+                  "seeds_called_for": power_seeds(cid), "seeds_run": S["power_seeds"]}
+            for cid, p in POWER.items()}
+
+
 SETTINGS = {
     "smoke": dict(ru_widths="2,8", ru_steps=20, ru_seeds=1, exact_c=2, exact_iters=2, exact_seeds=1,
                   exact_n=16, dyck_len=8, hop_len=8, hops="1", hop_vocab=4, hop_seeds=1, hop_steps=8,
+                  hop_ref_max_steps=16, power_seeds=2, workers=1,
                   heads=2, layers=2, d=2, m=16, steps=8, batch=16, seeds=1, lr=1e-2, hop_lr=1e-2, n_test=200),
     "ci": dict(ru_widths="2,4,8,16,32,64", ru_steps=80, ru_seeds=2, exact_c=2, exact_iters=8,
                exact_seeds=1, exact_n=64, dyck_len=16, hop_len=16, hops="1",
-               hop_vocab=6, hop_seeds=1, hop_steps=50, heads=2, layers=2, d=4, m=64, steps=300, batch=48, seeds=2, lr=5e-3,
+               hop_vocab=6, hop_seeds=1, hop_steps=50, hop_ref_max_steps=50, power_seeds=1, workers=1,
+               heads=2, layers=2, d=4, m=64, steps=300, batch=48, seeds=2, lr=5e-3,
                hop_lr=2e-3, n_test=400),
     # the exact solve (Levenberg–Marquardt, float64) at width m = exact_c·H·L·d — the theorem's
     # m = O(HLd) at constant 2 — on exact_n training sequences, for exact_seeds seeds and once
@@ -27,14 +67,20 @@ SETTINGS = {
     # full: five Dyck seeds on 2,000 held-out strings; k = 1, 2 with three seeds and 1,000
     # steps (the paper reports every hop), trained on every position's label at a learning
     # rate the fully trained reference learns k = 1 at (2e-3: 99.6 % here; at 5e-3 with
-    # LayerNorm it stalls near 30 %); one thread, about 20 minutes here
+    # LayerNorm it stalls near 30 %); the fully trained reference goes on past hop_steps,
+    # 1,000 steps at a time, until it learns the hop or stalls (`REF_MIN`, `REF_STALL`; at
+    # 1,000 steps, attention only, two of three seeds stopped near 80 % on k = 1); hop 1's
+    # random UT with and without frozen MLPs runs `power_seeds` seeds (`POWER`); every run on
+    # one thread, `workers` runs at a time
     "full": dict(ru_widths="2,4,8,16,32,64", ru_steps=300, ru_seeds=5, exact_c=2, exact_iters=100,
                  exact_seeds=2, exact_n=64, dyck_len=16, hop_len=16,
-                 hops="1,2", hop_vocab=6, hop_seeds=3, hop_steps=1000, heads=2, layers=2, d=4,
+                 hops="1,2", hop_vocab=6, hop_seeds=3, hop_steps=1000, hop_ref_max_steps=4000,
+                 power_seeds=power_seeds("P2.khop-random-mlp"), workers=2, heads=2, layers=2, d=4,
                  m=64, steps=600, batch=48, seeds=5, lr=5e-3, hop_lr=2e-3, n_test=2000),
     "paper": dict(ru_widths="2,4,8,16,32,64,128,256", ru_steps=3000, ru_seeds=5, exact_c=4,
                   exact_iters=200, exact_seeds=5, exact_n=128, dyck_len=40, hop_len=32,
-                  hops="1,2,3,4", hop_vocab=8, hop_seeds=5, hop_steps=5000, heads=2, layers=3, d=8, m=256, steps=5000,
+                  hops="1,2,3,4", hop_vocab=8, hop_seeds=5, hop_steps=5000, hop_ref_max_steps=20000,
+                  power_seeds=power_seeds("P2.khop-random-mlp"), workers=1, heads=2, layers=3, d=8, m=256, steps=5000,
                   batch=128, seeds=5, lr=3e-3, hop_lr=2e-3, n_test=5000),
 }
 
@@ -152,6 +198,13 @@ def _steps(S: dict, task: str) -> int:
     return S["steps"] if task == "dyck" else S["hop_steps"]
 
 
+#: k-hop: the accuracy the fully trained reference is trained to (it goes on past `hop_steps`,
+#: `hop_steps` at a time, up to `hop_ref_max_steps`), and the claims' positive control.
+REF_MIN = 0.9
+#: ... unless its held-out accuracy gained less than this over its last `hop_steps` (stalled).
+REF_STALL = 0.01
+
+
 def grid(S: dict) -> list[tuple]:
     """(task, kind, setting, seed, looped) of every embedding-only run: sparse, random and
     fully trained transformers of one shape in three settings, and a looped random UT."""
@@ -161,15 +214,46 @@ def grid(S: dict) -> list[tuple]:
                 for sd in range(_seeds(S, t))]
 
 
-def grid_steps(S: dict) -> int:
-    return sum(_steps(S, g[0]) for g in grid(S))
+def power_grid(S: dict) -> list[tuple]:
+    """The runs `POWER` adds to `grid`: each entry's arms on its task, seeds `hop_seeds` …
+    `power_seeds` − 1 (the grid ran the first `hop_seeds`)."""
+    return [(p["task"], "random", arm, sd, False) for p in POWER.values() if p["task"] in
+            task_names(S) for arm in p["arms"] for sd in range(S["hop_seeds"], S["power_seeds"])]
 
 
-@timing.timed("embedding_training")
+def _max_steps(S: dict, task: str, kind: str) -> int:
+    return S["hop_ref_max_steps"] if kind == "trained" and task != "dyck" else _steps(S, task)
+
+
+def grid_steps(S: dict, runs: list | None = None) -> int:
+    """Training steps of `runs` (default: the grid) at most (a reference may stop early)."""
+    return sum(_max_steps(S, g[0], g[1]) for g in (grid(S) if runs is None else runs))
+
+
+def _val_seed(length: int, sd: int) -> int:
+    return 2 * 10**7 + length + sd
+
+
+def _quarter(steps: int) -> int:
+    """How often a run records its held-out accuracy: the largest divisor of `steps` up to a
+    quarter of it (so a reference's every `steps`-th step is among the points)."""
+    return max([d for d in range(1, steps // 4 + 1) if steps % d == 0] or [steps])
+
+
+def _stalled(curve: list, steps: int) -> bool:
+    """Whether held-out accuracy gained less than REF_STALL over the last `steps` steps."""
+    at = dict(curve)
+    n = curve[-1][0]
+    return n - steps in at and at[n] - at[n - steps] < REF_STALL
+
+
 def embedding_run(task: str, kind: str, setting: str, sd: int, looped: bool, S: dict,
                   progress=None) -> dict:
     """One frozen (or fully trained) transformer: only the embedding (E and P) and U train in
-    the frozen ones. Test accuracy at the training length and at 1.5× it."""
+    the frozen ones. Every run records its accuracy on held-out validation sequences (not the
+    test set) every quarter of `hop_steps` (`val_curve`); a fully trained k-hop reference
+    trains on past them until it reaches REF_MIN there or stalls (`_stalled`), up to
+    `hop_ref_max_steps`. Test accuracy at the training length and at 1.5× it."""
     n_len = S["dyck_len"] if task == "dyck" else S["hop_len"]
     n_out = vocab = 2 if task == "dyck" else S["hop_vocab"]
     model = universal.FrozenTransformer(kind, vocab, n_out, S["heads"], S["layers"], S["d"],
@@ -177,13 +261,47 @@ def embedding_run(task: str, kind: str, setting: str, sd: int, looped: bool, S: 
                                         **SETTING_KW[setting])
     devices.attach(model, S["device"])
     base = 10_000 * (1 + sd)
+    steps, top = _steps(S, task), _max_steps(S, task, kind)
+    xv, yv = data(S, task, S["n_test"], n_len, _val_seed(n_len, sd), "test")
+    curve = []
+
+    def check(n: int) -> bool:  # record held-out accuracy; stop a reference that is done
+        curve.append((n, universal.accuracy(model, xv, yv)))
+        return top > steps and n >= steps and n % steps == 0 and (
+            curve[-1][1] >= REF_MIN or _stalled(curve, steps))
+
     universal.train_program(model, lambda step: data(S, task, S["batch"], n_len, base + step),
-                            _steps(S, task), lr=S["lr" if task == "dyck" else "hop_lr"],
-                            progress=progress)
+                            top, lr=S["lr" if task == "dyck" else "hop_lr"],
+                            progress=progress, every=_quarter(steps), check=check)
     acc = {}
     for L_test in (n_len, int(1.5 * n_len) // 2 * 2):
         xt, yt = data(S, task, S["n_test"], L_test, _test_seed(L_test, sd), "test")
         acc[L_test] = universal.accuracy(model, xt, yt)
     return {"task": task, "kind": kind + (" (looped)" if looped else ""), "setting": setting,
-            "seed": sd, "width": model.m, "acc_train_len": acc[n_len],
-            "acc_longer": acc[max(acc)]}
+            "seed": sd, "width": model.m, "steps": curve[-1][0], "val_curve": curve,
+            "acc_train_len": acc[n_len], "acc_longer": acc[max(acc)]}
+
+
+def _job(run: tuple, S: dict) -> dict:
+    from nlbudget.reproducibility import seed_everything
+
+    seed_everything(S["seed"], threads=THREADS)
+    return embedding_run(*run, S)
+
+
+@timing.timed("embedding_training")
+def embedding_runs(S: dict, runs: list, progress=None) -> list[dict]:
+    """`embedding_run` of every run, in order: `workers` at a time in processes of THREADS
+    thread(s) each (each run draws from its own seeds, so the figures do not depend on how many
+    run at once), or in this process with one worker or on an accelerator."""
+    workers = min(S["workers"], len(runs))
+    if workers <= 1 or S["device"] != "cpu":
+        return [embedding_run(*r, S, progress) for r in runs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_job, r, S) for r in runs]
+        out = []
+        for r, f in zip(runs, futures):
+            out.append(f.result())
+            if progress is not None:
+                progress.update(out[-1]["steps"])
+        return out
