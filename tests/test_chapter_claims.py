@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from nlbudget.book import profiles
-from nlbudget.verdicts import results
+from nlbudget.verdicts import results, stats
 from nlbudget.chapters import (ch01_gated_mlp_symmetry as c1, ch02_does_symmetry_matter as c2,
                                ch03_linear_surrogates as c3, ch04_adaptive_gating as c4,
                                ch05_fixed_universal as c5, ch06_preprojection_probes as c6,
@@ -644,9 +644,10 @@ def f05(err=1e-12, miss=1.0, best=(1e-4, 1e-4), degen=(0.5, 0.5), dyck_sparse=(1
                                  for i, (b, d) in enumerate(zip(best, degen))},
          "runs": []}
 
-    def add(task, kind, setting, accs):
+    def add(task, kind, setting, accs):  # every run trained until it stalled
         F["runs"] += [{"task": task, "kind": kind, "setting": setting, "seed": s,
-                       "acc_train_len": a} for s, a in enumerate(accs)]
+                       "acc_train_len": a, "steps": 2000, "stalled": True,
+                       "val_curve": [[1000, a], [2000, a]]} for s, a in enumerate(accs)]
 
     add("dyck", "trained", "attention-only", (1.0, 1.0))
     add("dyck", "sparse", "attention-only", dyck_sparse)
@@ -803,6 +804,82 @@ def test_ch05_khop_needs_a_trained_reference():
         **{"random|+residual+LN+MLP": (0.92, 0.9)})), S) == INC  # no effect
 
 
+def test_ch05_runs_stopped_at_the_cap_block_only_what_they_flatter():
+    S = settings(c5)
+    F = f05(hop=HOP_OK)
+    assert verdict(c5.claim_khop_attention_only, F, S) == R
+
+    def capped(F, kind, setting="attention-only"):
+        F = copy.deepcopy(F)
+        for r in F["runs"]:
+            if r["setting"] == setting and r["kind"] == kind:
+                r["stalled"] = False
+        return F
+
+    c = c5.claim_khop_attention_only(capped(F, "random"), S)  # a frozen model still learning
+    assert c.verdict == INC and "stalled" in c.needs
+    # a frozen model that matches the trained one is a finding of no gap: a frozen model
+    # stopped early can only understate itself, so it does not block that finding
+    matched = capped(F, "random")
+    for r in matched["runs"]:
+        if r["setting"] == "attention-only" and r["kind"] == "sparse":
+            r["acc_train_len"] = 0.985
+    assert verdict(c5.claim_khop_attention_only, matched, S) == NR
+    # a reference stopped at the cap blocks that finding of no gap, not a gap it shows
+    assert c5.claim_khop_attention_only(capped(matched, "trained"), S).verdict == INC
+    assert verdict(c5.claim_khop_attention_only, capped(F, "trained"), S) == R
+    old = copy.deepcopy(F)  # results from before runs trained until they stalled
+    for r in old["runs"]:
+        del r["stalled"]
+    assert c5.claim_khop_attention_only(old, S).verdict == INC
+    # the gain from frozen MLPs: both arms frozen, either stopped short blocks both ways
+    assert verdict(c5.claim_khop_random_mlp, F, S) == R
+    assert c5.claim_khop_random_mlp(capped(F, "random", "+residual+LN"), S).verdict == INC
+
+
+def test_ch05_reference_stalls():
+    from nlbudget.chapters.ch05_fixed_universal import study
+
+    assert study._stalled([(500, 0.7), (1000, 0.705)], 500)
+    assert not study._stalled([(500, 0.7), (1000, 0.75)], 500)
+    assert not study._stalled([(1000, 0.7)], 1000)  # one chunk: nothing to compare
+    assert [study._quarter(n) for n in (8, 50, 1000, 7)] == [2, 10, 250, 1]
+
+
+def test_ch05_power_is_fixed_before_the_run():
+    from nlbudget.chapters.ch05_fixed_universal import study
+
+    p = study.POWER["P2.khop-random-mlp"]
+    # the pilot: the committed full results of commit 7fe5821, hop 1, MLP − no MLP per seed
+    assert np.allclose(p["pilot_values"], (-0.0035, 0.019, -0.054))
+    sd = float(np.std(p["pilot_values"], ddof=1))
+    # the recorded size is the calculation's, and the calculation is a power calculation:
+    # at n, an interval from a true gain of 0 ends below the margin with 80 % probability
+    assert study.power_n(sd, p["margin"]) == p["seeds"] == 15
+    n = p["seeds"]
+    half = sps.t.ppf(0.975, n - 1) * sd / np.sqrt(n)
+    assert sps.norm.cdf((p["margin"] - half) / (sd / np.sqrt(n))) >= 0.79
+    assert study.power_n(sd, p["margin"] / 2) > n and study.power_n(sd / 2, p["margin"]) < n
+    S = settings(c5, "full")
+    assert S["power_seeds"] == n
+    extra = study.power_grid(S)
+    assert {r[3] for r in extra} == set(range(S["hop_seeds"], n))
+    assert {r[2] for r in extra} == set(p["arms"]) and {r[0] for r in extra} == {p["task"]}
+    assert study.power_grid(settings(c5)) == []  # ci runs no extra seeds
+    runs = [{"task": "hop1", "kind": "random", "setting": a, "seed": k} for a in p["arms"]
+            for k in range(4)]
+    assert study.power(S, runs)["P2.khop-random-mlp"]["seeds_run"] == {a: 4 for a in p["arms"]}
+
+
+def test_ch05_a_gain_below_the_margin_is_not_a_gain():
+    S = settings(c5)
+    small = hop_with(**{"random|+residual+LN": (0.90, 0.905, 0.90, 0.905),
+                        "random|+residual+LN+MLP": (0.905, 0.91, 0.905, 0.912)})
+    F = f05(hop=small)
+    c = c5.claim_khop_random_mlp(F, S)  # +0.5 points, tight: below the 3-point margin
+    assert c.verdict == NR
+
+
 def test_ch05_khop_judges_every_hop():
     S = {**settings(c5), "hops": "1,2"}
     F = f05(hop=HOP_OK)
@@ -899,6 +976,9 @@ def f06c(pre_acc, lora_acc, lora_ppl=(-0.12, -0.08), seeds=(0, 1, 2), base_acc=0
     st["pre"]["vs_base"].update(acc_change=sum(pre_acc) / 2, acc_ci=pre_acc)
     st["lora"]["vs_base"].update(ppl_change=sum(lora_ppl) / 2, ppl_ci=lora_ppl,
                                  acc_change=sum(lora_acc) / 2, acc_ci=lora_acc)
+    for i, r in enumerate(F["by_seed"]["smollm2-135m"]):  # each seed's change vs the base
+        r.update(pre_acc_vs_base=sum(pre_acc) / 2 + 0.001 * i,
+                 lora_acc_vs_base=sum(lora_acc) / 2 + 0.001 * i)
     return F
 
 

@@ -166,3 +166,52 @@ def test_exact_solve_programs_a_gaussian_ut_where_a_program_exists():
     p = U.random_universality_exact(target, 4, 100, seed=1, n_train=32, n_test=64,
                                             planted=True)
     assert p["planted"] and p["history"][-1] < 0.5 * p["history"][0]
+
+
+def test_a_stopped_run_is_the_prefix_of_a_longer_one():
+    def run(steps, stop_at=None):
+        model = U.FrozenTransformer("trained", vocab=2, n_out=2, H=1, L=1, d=2, m=8, seed=0)
+        seen = []
+
+        def check(n):
+            seen.append(n)
+            return stop_at is not None and n >= stop_at
+
+        U.train_program(model, lambda s: tasks.dyck(16, 6, seed=s), steps=steps, lr=1e-2,
+                        every=5, check=check)
+        return model, seen
+
+    a, seen_a = run(10)
+    b, seen_b = run(40, stop_at=10)
+    assert seen_a == [5, 10] and seen_b == [5, 10]
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_the_khop_reference_learns_hop1_at_smoke_scale():
+    # the positive control of the k-hop rows can pass on a laptop: at a smoke-sized task the
+    # fully trained reference, trained on until its held-out accuracy stalls, reaches REF_MIN
+    # held out and stops before its cap; a frozen model trains under the same rule
+    from nlbudget.book import profiles
+    from nlbudget.chapters import ch05_fixed_universal as ch
+
+    S = {**profiles.validate("05", profile="smoke", seed=0), "hop_steps": 100,
+         "hop_max_steps": 1500, "hop_lr": 3e-3}
+    r = ch.embedding_run("hop1", "trained", "+residual+LN", 0, False, S)
+    assert r["val_curve"][-1][1] >= ch.REF_MIN and r["stalled"] and 100 < r["steps"] < 1500
+    assert r["acc_train_len"] >= ch.REF_MIN - 0.05  # the test set agrees with the validation set
+    f = ch.embedding_run("hop1", "random", "+residual+LN", 0, False, S)
+    assert [n for n, _ in f["val_curve"][:4]] == [25, 50, 75, 100] and f["steps"] % 100 == 0
+    assert f["stalled"] and f["val_curve"][-1][1] < ch.REF_MIN
+    # the same run capped at its first `hop_steps`: not stalled, so the claims count it short
+    capped = ch.embedding_run("hop1", "trained", "+residual+LN", 0, False,
+                              {**S, "hop_max_steps": 200})
+    assert capped["steps"] == 200 and capped["stalled"] is False
+
+
+def test_embedding_runs_do_not_depend_on_how_many_run_at_once():
+    from nlbudget.book import profiles
+    from nlbudget.chapters import ch05_fixed_universal as ch
+
+    S = profiles.validate("05", profile="smoke", seed=0)
+    runs = ch.grid(S)[:4] + ch.power_grid(S)
+    assert ch.embedding_runs({**S, "workers": 2}, runs) == ch.embedding_runs(S, runs)

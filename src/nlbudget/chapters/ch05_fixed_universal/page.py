@@ -22,8 +22,11 @@ def scale(S: dict) -> dict:
         "models": ("not in the summary", f"H = {S['heads']}, L = {S['layers']}, d = {S['d']}, "
                    f"random width m = {S['m']}"),
         "training": ("not in the summary", f"{S['steps']} steps × {S['batch']} sequences, "
-                     f"Dyck-1 {S['seeds']} seed(s); k-hop {S['hop_steps']} steps, "
-                     f"{S['hop_seeds']} seed(s); random universality {S['ru_seeds']} seed(s)"),
+                     f"Dyck-1 {S['seeds']} seed(s); k-hop {S['hop_steps']:,} steps, and on, "
+                     f"{S['hop_steps']:,} at a time, until held-out accuracy stalls (at most "
+                     f"{S['hop_max_steps']:,}), {S['hop_seeds']} seed(s) (hop 1's random UT with and "
+                     f"without MLPs: {S['power_seeds']}, by a power calculation); random "
+                     f"universality {S['ru_seeds']} seed(s)"),
         "Dyck-1 test set": ("not in the summary", f"strings held out from training "
                             f"({tasks.HOLDOUT:.0%} of all strings, by a fixed hash)")}
 
@@ -59,9 +62,15 @@ def glue(F: dict, S: dict) -> dict:
 
 
 def accuracy_table(F: dict) -> pd.DataFrame:
-    """Mean accuracies by task, setting and kind, beside the paper's figures."""
-    table = pd.DataFrame(F["runs"]).groupby(["task", "setting", "kind"])[
-        ["width", "acc_train_len", "acc_longer"]].mean().unstack("kind")
+    """Mean accuracies by task, setting and kind (and the steps each trained, the seeds run),
+    beside the paper's figures."""
+    runs = pd.DataFrame(F["runs"])
+    if "steps" not in runs:  # results from before the runs recorded their steps
+        runs["steps"] = np.nan
+    table = runs.groupby(["task", "setting", "kind"]).agg(
+        width=("width", "mean"), acc_train_len=("acc_train_len", "mean"),
+        acc_longer=("acc_longer", "mean"), steps=("steps", "mean"),
+        seeds=("seed", "count")).unstack("kind")
     paper = {"dyck": {"attention-only": "sparse 100%, random 94.4%"},
              "hop": {"attention-only": "~30–40% (trained ~99%)",
                      "+residual+LN": "sparse 100%, random 85.7–96.1%",
