@@ -55,7 +55,20 @@ def glue(F: dict, S: dict) -> dict:
             f"{r['rel_error']:.1e}" for r in runs if r["planted"] == planted)
             for n, runs in exact.items()) or "not run"
 
+    steps = [r["steps"] for r in F["runs"] if r.get("steps") and r["task"] == "hop1"
+             and r["kind"] == "random" and r["setting"] == "+residual+LN"]
+    power = next(iter((F.get("power") or {}).values()), None)
+    spread = "n/a"
+    if power:  # the spread of the per-seed gain the run saw, against its pilot's
+        arms = [{r["seed"]: r["acc_train_len"] for r in F["runs"] if (r["task"], r["kind"],
+                 r["setting"]) == (power["task"], "random", a)} for a in power["arms"]]
+        gain = [arms[1][k] - arms[0][k] for k in sorted(set(arms[0]) & set(arms[1]))]
+        spread = f"{100 * np.std(gain, ddof=1):.1f} points" if len(gain) > 1 else "n/a"
     return {"tol": f"{TOL:.0%}", "ref_min": f"{REF_MIN:.0%}",
+            "khop_steps": f"{min(steps):,}–{max(steps):,}" if steps else "n/a",
+            "power_seeds": str(power["seeds"]) if power else "n/a",
+            "power_pilot_sd": f"{100 * power['pilot_sd']:.1f} points" if power else "n/a",
+            "power_seen_sd": spread,
             "ru_best": "; ".join(f"{n}: {v:.3f}" for n, v in best.items()),
             "ru_exact": solved(False), "ru_planted": solved(True),
             "hop_ref": f"{ref:.0%}", "hop": hop}
