@@ -302,3 +302,15 @@ def test_the_missing_claims_are_rows():
     ids = {r["id"] for r in results.claims_registry()}
     assert {"P3.forty-percent", "P3.large-gated-beats-baseline", "P3.lambada-degradation",
             "P4.skip-combines"} <= ids
+
+
+def test_readings_for_runs_trained_until_they_stall():
+    from nlbudget.verdicts import readings as rd
+
+    assert rd.cheaper_edge([0.028, 0.029], 0.03) == 0.0  # nearer the margin: clear 0
+    assert rd.cheaper_edge([0.001, -0.002], 0.03) == 0.03  # nearer 0: end below the margin
+    assert rd.last_gain([[1000, 0.5], [2000, 0.62]], 1000) == pytest.approx(0.12)
+    assert rd.last_gain([[2000, 0.62]], 1000) is None and rd.last_gain(None, 1000) is None
+    runs = [(0.45, 2000, "a"), (0.97, 5000, "b"), (0.95, 3000, "c"), (0.5, 6000, "d")]
+    assert rd.stopped_short(runs, 0.9) == ["a"]  # d trained past the slowest climber
+    assert rd.stopped_short([(0.45, 2000, "a"), (0.5, 6000, "d")], 0.9) == []  # none climbed

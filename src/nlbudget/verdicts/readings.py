@@ -16,6 +16,30 @@ from nlbudget.verdicts.claims import (INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, PO
                                       REPRODUCED, Decision, _decision)
 
 
+def cheaper_edge(values, margin: float) -> float:
+    """Of a gain rule's two edges — 0 (reproduced when the interval clears it) and `margin`
+    (not reproduced when the interval ends below it) — the one more runs would reach most
+    cheaply: the farther from the mean of `values`, among those on the side the mean lies."""
+    return 0.0 if float(np.mean(values)) >= margin / 2 else margin
+
+
+def last_gain(curve, steps: int) -> float | None:
+    """A learning curve's ((step, value) points) gain over its last `steps` steps; None where
+    it has no point `steps` before its last."""
+    at = {int(n): a for n, a in curve or []}
+    n = max(at, default=None)
+    return None if n is None or n - steps not in at else at[n] - at[n - steps]
+
+
+def stopped_short(runs, floor: float) -> list:
+    """Runs of one arm ((value, steps, label) each) that a stop rule may have ended on a
+    temporary plateau: below `floor`, stopped before the step at which the slowest run of the
+    arm that reached `floor` did (a model can sit on a flat stretch for long, then climb).
+    Their labels; none where no run reached `floor`."""
+    climbed = [n for v, n, _ in runs if v >= floor and n]
+    return [lab for v, n, lab in runs if climbed and v < floor and (n or 0) < max(climbed)]
+
+
 def runs_to_decide(values, *, margin: float = 0.0, unit: str = "seeds",
                    level: float = 0.95) -> str:
     """The one power calculation of a rule decided over runs (`beyond`, `over_runs`): how many

@@ -11,7 +11,7 @@ from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, MIN_SEEDS, NOT_REPRODUCED, NOT_RUN, PARTLY,
                                       REPRODUCED, REPRODUCTION, Claim, Decision, all_of, by_parts,
                                       combine, decided, effect, needs_seeds)
-from nlbudget.verdicts.readings import runs_to_decide
+from nlbudget.verdicts.readings import cheaper_edge, last_gain, runs_to_decide, stopped_short
 
 #: Every row of this chapter is the paper's own setting (its tasks and models) at the sizes
 #: this machine allows.
@@ -335,13 +335,6 @@ def _ref_steps(F, hop: str, setting: str, kinds=("trained",)) -> str:
         f" after {n[0]:,} steps" if n else "")
 
 
-def _last_gain(r: dict, steps: int) -> float | None:
-    """A run's held-out accuracy gained over its last `steps` steps (None without a curve)."""
-    at = {int(n): a for n, a in r.get("val_curve") or []}
-    n = max(at, default=None)
-    return None if n is None or n - steps not in at else at[n] - at[n - steps]
-
-
 def _at_plateau(setting: str, kinds, guards: str, arms: str = ""):
     """A control for `_every_hop` (called with F, S and the hops it judges): each arm — the
     runs of one kind of `kinds` in `setting`, on one hop judged — reached its plateau: its
@@ -359,7 +352,7 @@ def _at_plateau(setting: str, kinds, guards: str, arms: str = ""):
         for r in F["runs"]:
             if r["task"] in hops and r["setting"] == setting and r["kind"] in kinds:
                 arm = f"{r['task']} {r['kind']} ({setting})"
-                gains.setdefault(arm, []).append(_last_gain(r, S["hop_steps"]))
+                gains.setdefault(arm, []).append(last_gain(r.get("val_curve"), S["hop_steps"]))
                 capped[arm] = capped.get(arm, 0) + (r.get("stalled") is False)
         if not gains or any(g is None for v in gains.values() for g in v):
             return controls.not_recorded(what, "a rerun whose runs train until they stall",
@@ -379,22 +372,13 @@ def _at_plateau(setting: str, kinds, guards: str, arms: str = ""):
 
 
 def _stopped_early(F, hops, setting: str, kinds) -> list[str]:
-    """Runs that may have stopped on a temporary plateau: below REF_MIN, stopped before the
-    step at which the slowest seed of the same arm (task, kind, setting) that reached REF_MIN
-    did — a frozen UT can sit near 45 % for thousands of steps, then climb; a stop rule reads
-    that flat stretch as the plateau."""
-    out = []
-    for task in hops:
-        for kind in kinds:
-            arm = [r for r in F["runs"] if (r["task"], r["kind"], r["setting"])
-                   == (task, kind, setting)]
-            climbed = [r["steps"] for r in arm if r["acc_train_len"] >= REF_MIN and r.get("steps")]
-            if not climbed:
-                continue
-            out += [f"{task} {kind} seed {r['seed']} ({r['acc_train_len']:.0%} at "
-                    f"{r['steps']:,} steps)" for r in arm
-                    if r["acc_train_len"] < REF_MIN and r.get("steps", 0) < max(climbed)]
-    return out
+    """The runs of each arm (hop, kind, setting) that may have stopped on a temporary plateau
+    (`readings.stopped_short` at REF_MIN): a frozen UT can sit near 45 % for thousands of
+    steps, then climb."""
+    return [lab for task in hops for kind in kinds for lab in stopped_short(
+        [(r["acc_train_len"], r.get("steps"), f"{task} {kind} seed {r['seed']} "
+          f"({r['acc_train_len']:.0%} at {r.get('steps', 0):,} steps)") for r in F["runs"]
+         if (r["task"], r["kind"], r["setting"]) == (task, kind, setting)], REF_MIN)]
 
 
 def _ref_missing(hop, ref, setting) -> str:
@@ -483,14 +467,6 @@ def claim_khop_residual_ln(F, S) -> Claim:
                                         "the frozen models"),))
 
 
-def _edge(gain) -> float:
-    """The edge of the gain rule more seeds would most cheaply reach: 0 (reproduced) when the
-    mean gain lies nearer the margin than 0, else the margin (not reproduced) — the farther of
-    the two from the mean, among those on the side it lies."""
-    m = float(np.mean(gain))
-    return 0.0 if m >= MIN_GAIN / 2 else MIN_GAIN
-
-
 def claim_khop_random_mlp(F, S) -> Claim:
     """P2: "frozen random MLPs help further" (the random UT on k-hop) — on every hop, the gain
     from frozen random MLPs over the same random UT, paired over seeds."""
@@ -502,7 +478,7 @@ def claim_khop_random_mlp(F, S) -> Claim:
         return (needs_seeds(effect(lo, hi, min_effect=MIN_GAIN, what="gain"), len(base)), {},
                 f"{hop}, random UT: {_mean(base):.1%} → {_mean(mlp):.1%} with frozen random "
                 f"MLPs ({d:+.1%} [{lo:+.1%}, {hi:+.1%}], {len(base)} seeds)",
-                runs_to_decide(gain, margin=_edge(gain)))
+                runs_to_decide(gain, margin=cheaper_edge(gain, MIN_GAIN)))
 
     # both arms frozen: either one stopped short could make the gain look larger or smaller
     return _every_hop("P2.khop-random-mlp", F, S, judge,

@@ -300,7 +300,7 @@ def embedding_run(task: str, kind: str, setting: str, sd: int, looped: bool, S: 
 
 
 def _job(run: tuple, S: dict) -> dict:
-    from nlbudget.reproducibility import seed_everything
+    from nlbudget.reproducibility import seed_everything  # in the worker process, each run
 
     seed_everything(S["seed"], threads=THREADS)
     return embedding_run(*run, S)
