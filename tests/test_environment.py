@@ -195,6 +195,52 @@ def test_the_floors_match_what_the_code_calls():
     assert Version(re.search(r">=([\d.]+)", PROJECT["requires-python"]).group(1)) >= Version("3.11.5")
 
 
+def _resolve_lowest(constraints, tmp_path) -> subprocess.CompletedProcess:
+    """pip's resolution (`--dry-run --report`: nothing installed) of what `tox -e lowest`
+    installs, the project with its book, paper and test extras, under `constraints`."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+         "--prefer-binary", "--report", str(tmp_path / "lowest.json"),
+         "--target", str(tmp_path / "t"), f"{ROOT}[book,paper,test]"],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,
+        env={**os.environ, "PIP_CONSTRAINT": str(constraints),
+             "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+
+@pytest.mark.assets
+def test_the_lowest_floors_install_together(tmp_path):
+    """The floors of constraints/lowest.txt resolve together (the `lowest` job can install),
+    and what pip picks is the floor of every declared dependency. The floors this replaced
+    (safetensors 0.4 under accelerate 1.0's >= 0.4.3) fail here; the same check on a file with
+    one such clash fails too, so the test can say no."""
+    r = _resolve_lowest(ROOT / "constraints" / "lowest.txt", tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = {_name(i["metadata"]["name"]): i["metadata"]["version"]
+           for i in json.loads((tmp_path / "lowest.json").read_text())["install"]}
+    pinned = {_name(k): v for k, v in re.findall(
+        r"^([\w.-]+)==(\S+)$", (ROOT / "constraints" / "lowest.txt").read_text(), re.M)}
+    from packaging.version import Version
+    for name in ("torch", "transformers", "tokenizers", "safetensors", "accelerate", "tqdm",
+                 "datasets", "numpy", "scipy", "jupyter-book"):
+        assert Version(got[name]) == Version(pinned[name]), (name, got[name], pinned[name])
+    clash = tmp_path / "clash.txt"
+    clash.write_text(re.sub(r"^safetensors==\S+$", "safetensors==0.4.0",
+                            (ROOT / "constraints" / "lowest.txt").read_text(), flags=re.M))
+    r = _resolve_lowest(clash, tmp_path)
+    assert r.returncode != 0 and "safetensors" in r.stderr, r.stderr[-2000:]
+
+
+def test_the_floors_have_what_the_tests_load():
+    """The tests load Gemma 3 (a stand-in of its architecture), which arrived in transformers
+    4.50: the floor is that release."""
+    from packaging.requirements import Requirement
+
+    tr = next(Requirement(r) for r in PROJECT["dependencies"] if r.startswith("transformers"))
+    assert tr.specifier.contains("4.50.0") and not tr.specifier.contains("4.49.0")
+    others = [p for p in (ROOT / "tests").glob("*.py") if p.name != "test_environment.py"]
+    assert "gemma3" in "".join(p.read_text() for p in others).lower()
+
+
 def _resolve_for(platform_tag: str, tmp_path, skip=()) -> subprocess.CompletedProcess:
     """Whether every package of the lock (but those in `skip`) has a binary wheel for another
     platform (pip `--dry-run --report --no-deps`: nothing is installed; without --no-deps pip

@@ -181,3 +181,29 @@ def test_sigterm_stops_the_runners_and_kernels(tmp_path):
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     _, alive = psutil.wait_procs(kids, timeout=15)
     assert not alive, [k.cmdline() for k in alive]
+
+
+@pytest.mark.parametrize("windows", [False, True])
+def test_an_interrupted_build_kills_each_runner_and_its_kernel(tmp_path, monkeypatch, windows):
+    """`kill_tree`, which an interrupted build calls on every runner still going, leaves no
+    process of the tree alive, on POSIX (its process group) and where `os.killpg` and
+    `signal.SIGKILL` do not exist (Windows, simulated by removing `os.killpg`, which sends the
+    call down psutil's path; psutil's own POSIX kill still needs SIGKILL, so that stays: the
+    old code's `os.killpg(…, signal.SIGKILL)` raised AttributeError there)."""
+    psutil = pytest.importorskip("psutil")
+    code = ("import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+            "time.sleep(300)")
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    parent = psutil.Process(proc.pid)
+    deadline = time.time() + 60
+    while time.time() < deadline and not parent.children():
+        time.sleep(0.1)
+    kids = parent.children(recursive=True)
+    assert kids, "the child never started"
+    if windows:
+        monkeypatch.delattr(os, "killpg")
+    runner.kill_tree(proc)
+    proc.wait(timeout=30)
+    _, alive = psutil.wait_procs(kids, timeout=15)
+    assert not alive, [k.cmdline() for k in alive]

@@ -229,3 +229,56 @@ def test_the_lowest_versions_job_runs_the_unit_tests():
 
 def test_the_readme_says_pages_must_be_switched_to_actions():
     assert "GitHub Actions" in (ROOT / "README.md").read_text()
+
+
+# GitHub runs a `run:` step with `bash -e {0}` unless a shell is named; `shell: bash` means
+# `bash --noprofile --norc -eo pipefail {0}`. Only the latter fails a step whose piped command
+# fails (`.ci/run 2>&1 | tee log`).
+PIPEFAIL_SHELLS = {"bash"}
+
+
+def _effective_shell(wf, job, step):
+    """The shell a step runs in: the step's own, else the job's defaults, else the workflow's,
+    else GitHub's default (None: `bash -e`, no pipefail)."""
+    for scope in (step, job.get("defaults", {}).get("run", {}),
+                  wf.get("defaults", {}).get("run", {})):
+        if "shell" in scope:
+            return scope["shell"]
+    return None
+
+
+def _unguarded_pipes(wf):
+    """Steps that pipe a command (a `|` that is not `||`) in a shell without pipefail and with no
+    `set -o pipefail` of their own before the pipe."""
+    bad = []
+    for name, job in wf["jobs"].items():
+        for step in job.get("steps", []):
+            script = step.get("run", "")
+            if not re.search(r"(?<!\|)\|(?!\|)", script):
+                continue
+            shell = _effective_shell(wf, job, step)
+            if shell in PIPEFAIL_SHELLS:
+                continue
+            before = script[:re.search(r"(?<!\|)\|(?!\|)", script).start()]
+            if re.search(r"set -[a-z]*o pipefail|set -o pipefail", before):
+                continue
+            bad.append((name, step.get("name", script.splitlines()[0])))
+    return bad
+
+
+def test_every_piped_step_fails_when_its_command_fails():
+    assert any("|" in s.get("run", "") for _, _, s in _steps())  # the workflow does pipe
+    assert not _unguarded_pipes(WF), _unguarded_pipes(WF)
+
+
+def test_the_pipe_check_finds_a_pipe_without_pipefail():
+    """The check above can fail: the workflow as it was (no shell named) is caught, and so is a
+    step that names `sh` or overrides the workflow's bash."""
+    old = {"jobs": {"tests": {"steps": [{"name": "t", "run": ".ci/run 2>&1 | tee tests.log"}]}}}
+    assert _unguarded_pipes(old) == [("tests", "t")]
+    overridden = {"defaults": {"run": {"shell": "bash"}},
+                  "jobs": {"tests": {"steps": [{"name": "t", "shell": "sh", "run": "a | tee b"}]}}}
+    assert _unguarded_pipes(overridden) == [("tests", "t")]
+    guarded = {"jobs": {"j": {"steps": [{"name": "g", "run": "set -o pipefail\na | tee b"}]}}}
+    assert _unguarded_pipes(guarded) == []
+    assert _unguarded_pipes({"jobs": {"j": {"steps": [{"run": "a || b"}]}}}) == []

@@ -177,6 +177,25 @@ def stop_children() -> list[int]:
     return [k.pid for k in kids]
 
 
+def kill_tree(proc) -> None:
+    """Kill a runner started with `start_new_session=True` and everything under it (its
+    kernel). POSIX: SIGKILL to its process group. Windows has neither `os.killpg` nor
+    `signal.SIGKILL` (and no process groups from `start_new_session`): each descendant, then
+    the runner, is killed through psutil (TerminateProcess)."""
+    if hasattr(os, "killpg") and hasattr(signal, "SIGKILL"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        for k in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                k.kill()
+    with contextlib.suppress(OSError):
+        proc.kill()
+
+
 def stop_on_signals() -> None:
     """On SIGTERM (a `timeout`, a cancelled CI job) or SIGINT (Ctrl-C): stop every runner and
     kernel this process started (`stop_children`), then exit with 128 + the signal's number;
@@ -268,8 +287,7 @@ class _Chapters:
                 self.reap(block=True)
         finally:
             for proc, *_rest in self.running.values():  # interrupted: stop what still runs
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                kill_tree(proc)
         return self.outcome
 
     def one(self, step: Step) -> None:
