@@ -291,3 +291,67 @@ def test_the_intel_mac_path_installs_everything_but_torch(tmp_path):
     got = {_name(i["metadata"]["name"]) for i in
            json.loads((tmp_path / "report.json").read_text())["install"]}
     assert "torch" not in got and {"transformers", "papermill", "scipy"} <= got
+
+
+def _install_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nlbudget_install",
+                                                  ROOT / "constraints" / "install.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tox_installs_through_the_cpu_index_script():
+    """Every tox environment installs through constraints/install.py (the base [testenv]'s
+    install_command, which no environment overrides)."""
+    import configparser
+
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(ROOT / "tox.ini")
+    assert ini["testenv"]["install_command"].split()[:2] == [
+        "python", "{toxinidir}/constraints/install.py"]
+    assert not [s for s in ini.sections() if s != "testenv" and "install_command" in ini[s]]
+
+
+def test_the_cpu_index_only_on_linux_without_a_driver(monkeypatch):
+    inst = _install_module()
+    none = {"which": lambda _: None}
+    assert inst.wants_cpu_index({}, "linux", **none)
+    assert not inst.wants_cpu_index({}, "linux", which=lambda _: "/usr/bin/nvidia-smi")
+    assert not inst.wants_cpu_index({}, "darwin", **none)
+    assert not inst.wants_cpu_index({}, "win32", **none)
+    assert not inst.wants_cpu_index({"PIP_INDEX_URL": "https://mirror/simple"}, "linux", **none)
+    assert not inst.wants_cpu_index({"NLBUDGET_TORCH_INDEX": "pypi"}, "linux", **none)
+    for up in (True, False):  # added only where it answers (here, a closed network: not)
+        monkeypatch.setattr(inst, "reachable", lambda url, timeout=5.0, up=up: up)
+        cmd = inst.command(["-c", "x.txt", "torch==2.13.0"], {}, platform="linux", **none)
+        assert cmd[1:4] == ["-m", "pip", "install"] and cmd[-3:] == ["-c", "x.txt", "torch==2.13.0"]
+        assert (inst.CPU_INDEX in cmd) is up
+    cmd = inst.command(["torch"], {}, platform="darwin", **none)
+    assert inst.CPU_INDEX not in cmd
+
+
+def test_a_cuda_build_without_a_gpu_is_warned_of():
+    from nlbudget.book import preflight
+
+    msg = preflight.cuda_build_without_gpu("12.8", gpu=False)
+    assert "CUDA build" in msg and "download.pytorch.org/whl/cpu" in msg
+    assert preflight.cuda_build_without_gpu(None, gpu=False) is None  # the CPU build
+    assert preflight.cuda_build_without_gpu("12.8", gpu=True) is None
+
+
+def test_the_quick_start_works_where_pep_668_applies():
+    """The README's two commands use a virtual environment (pip into the system Python fails
+    on Debian 12, Ubuntu 24.04 and Homebrew's Python) and say what they download."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    cmds = [ln for ln in block.splitlines() if ln.strip()]
+    assert len(cmds) == 2, cmds
+    assert "python3 -m venv" in cmds[0] and "tox -e book" in cmds[0]
+    assert "tox -e tests" in cmds[1]
+    assert "pip install" not in cmds[0].split("-m venv")[0]  # nothing into the system Python
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    for what in ("MB", "GB", "disk", "CPU build"):
+        assert what in quick, what

@@ -265,10 +265,21 @@ COMMANDS = {"run": cmd_run, "book": cmd_book, "ledger": cmd_ledger, "judge": cmd
             "grading": cmd_grading, "budget": cmd_budget}
 
 
+def warn_cuda_without_gpu() -> None:
+    """At the start of work: a warning when torch is a CUDA build on a machine with no GPU."""
+    import torch
+
+    msg = preflight.cuda_build_without_gpu(torch.version.cuda, torch.cuda.is_available())
+    if msg:
+        print(f"nlbudget: warning: {msg}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.cmd in ("run", "book") and argv is None:  # the command, not a call from Python
         stop_on_signals()
+    if args.cmd in ("run", "book", "budget"):
+        warn_cuda_without_gpu()
     try:
         return COMMANDS[args.cmd](args)
     except (ParameterError, AssetUnavailable, ChapterFailed) as e:

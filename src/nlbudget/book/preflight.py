@@ -92,3 +92,16 @@ def compared(first: str, second: str, profile: str) -> None:
     for name, root in (("first", first), ("second", second)):
         results_folder(root, profile, f"the {name} results folder", must_exist=True)
 
+
+
+def cuda_build_without_gpu(cuda_version: str | None, gpu: bool) -> str | None:
+    """The warning for a CUDA build of torch on a machine with no GPU (PyPI's Linux wheel:
+    3-4 GB of nvidia-* wheels that never run here; the book computes on the CPU), with how to
+    get the CPU build; None when torch is a CPU build or a GPU is there."""
+    if not cuda_version or gpu:
+        return None
+    return (f"torch here is a CUDA build (CUDA {cuda_version}) and this machine has no GPU: "
+            "the book runs on the CPU either way, but that build is 3-4 GB against ~190 MB. "
+            "For the CPU build: pip install torch==<version> --index-url "
+            "https://download.pytorch.org/whl/cpu (tox does this on Linux without an NVIDIA "
+            "driver: constraints/install.py)")
