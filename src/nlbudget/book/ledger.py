@@ -327,6 +327,12 @@ def _details(r: dict) -> list[str]:
                       if e.get("positive_control") else ""))
     if r.get("parts"):
         out.append("**parts:** " + "; ".join(f"{p}: {v}" for p, v in r["parts"].items()))
+    if r.get("construction"):  # the paper's claim not run: what the book's own construction shows
+        k = r["construction"]
+        out.append(f"**what the book's construction shows** (not the paper's object): "
+                   f"**{k['verdict']}** — {_inline(k['reason'])}"
+                   + ("; parts: " + "; ".join(f"{p}: {v}" for p, v in k["parts"].items())
+                      if k.get("parts") else ""))
     if r.get("shows"):
         out.append(f"**what it can show:** {r['shows']}")
     if r.get("obtained"):

@@ -28,19 +28,16 @@ independent code), `reproduced` (the author's own code or data), `derived` (a pr
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
-from nlbudget.verdicts import stats
 from nlbudget.verdicts.controls import Control
+# the verdict words and the rules, re-exported: chapters import them from here
+from nlbudget.verdicts.decisions import (  # noqa: F401
+    DECIDING, DOES_NOT_TRANSFER, INCONCLUSIVE, MIN_SEEDS, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
+    PARTLY, POSITIVE, REPRODUCED, TRANSFERS, VERDICTS, Decision, _decision, _finding, all_of,
+    any_of, beyond, by_parts, combine, derivation, effect, majority, needs_seeds, null,
+    over_runs, share_of)
 
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN, PARTLY = (
-    "reproduced", "not reproduced", "inconclusive", "not run", "partly")
-TRANSFERS, DOES_NOT_TRANSFER = "transfers", "does not transfer"
-VERDICTS = (REPRODUCED, TRANSFERS, PARTLY, NOT_REPRODUCED, DOES_NOT_TRANSFER, INCONCLUSIVE,
-            NOT_RUN)
-#: The verdicts that decide: a row may carry one only if its positive control passed.
-DECIDING = (REPRODUCED, TRANSFERS, PARTLY, NOT_REPRODUCED, DOES_NOT_TRANSFER)
 #: The kinds of evidence a paper row rests on: the authors' own result files re-analysed with
 #: the same rule; the paper's setting (its model family, task, sizes) as near as this machine
 #: allows; the paper's question asked of another model.
@@ -56,43 +53,6 @@ HEADLINE_RULE = ("the reproduction where it decides; else the authors' data wher
 KINDS = ("paper", "derivation", "book")
 #: ACM artifact review: replicated = independent code; reproduced = the author's code or data.
 OBTAINED = ("replicated", "reproduced", "derived")
-#: Training claims: fewer seeds than this never decide (a single seed is never evidence).
-MIN_SEEDS = 2
-
-
-#: What a decision finds about the measured effect, so that a failed positive control blocks
-#: only the findings its failure could produce (`controls.Control.guards`): an effect
-#: (POSITIVE), no effect or less than the margin (NEGATIVE).
-POSITIVE, NEGATIVE = "positive", "negative"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A verdict, the one-line reason the rule gives for it, and what it finds about the
-    measured effect (`finds`: POSITIVE, NEGATIVE, or "" where the rule does not say — then any
-    failed control blocks it). A decision combined from parts keeps them (`parts`, and `join`:
-    "parts" for a claim's stated parts, "all" for one claim on several models or settings), so
-    that a control can block the parts it guards and leave the others."""
-
-    verdict: str
-    reason: str
-    finds: str = ""
-    parts: dict = field(default_factory=dict, compare=False)
-    join: str = ""
-
-
-def _finding(verdict: str, claims: str) -> str:
-    """What a verdict finds, for a rule whose `reproduced` finds `claims` (POSITIVE: the claim
-    asserts an effect; NEGATIVE: it asserts none, or one within a margin)."""
-    if claims not in (POSITIVE, NEGATIVE):
-        raise ValueError(f"claims {claims!r} is not one of {(POSITIVE, NEGATIVE)}")
-    other = NEGATIVE if claims == POSITIVE else POSITIVE
-    return {REPRODUCED: claims, NOT_REPRODUCED: other}.get(verdict, "")
-
-
-def _decision(verdict: str, reason: str, claims: str = POSITIVE) -> Decision:
-    return Decision(verdict, reason, _finding(verdict, claims))
-
 
 @dataclass(frozen=True)
 class Claim:
@@ -120,6 +80,10 @@ class Claim:
     finds: str = ""
     #: what the row can show (`SHOWS`): "" for a test of the paper's claim
     shows: str = ""
+    #: where the row tests the book's construction, not the paper's object (BOOKS_CONSTRUCTION):
+    #: what that construction shows — {verdict, reason, parts} — while the paper's claim reads
+    #: `not run`
+    construction: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -153,8 +117,19 @@ class Claim:
                 (self.evidence.get(TRANSFER) or {}).get("verdict") != self.verdict:
             raise ValueError(f"{self.id}: {self.verdict!r} is a transfer's word; no transfer "
                              "evidence reads it")
+        if self.kind != "book" and self.shows == BOOKS_CONSTRUCTION and (
+                self.verdict in DECIDING or any(
+                    e["verdict"] in DECIDING for e in self.evidence.values()
+                    if e.get("shows", BOOKS_CONSTRUCTION) == BOOKS_CONSTRUCTION)):
+            raise ValueError(f"{self.id}: a {self.kind} row that tests the book's construction "
+                             f"cannot read {self.verdict!r} for the paper's claim (`not run`, "
+                             "with the construction's result in `construction`)")
+        if headline(self.evidence)[0] == TRANSFER and any(
+                v in (REPRODUCED, NOT_REPRODUCED) for v in self.parts.values()):
+            raise ValueError(f"{self.id}: its parts rest on a transfer alone and must read "
+                             f"{TRANSFERS!r} / {DOES_NOT_TRANSFER!r}: {self.parts}")
         if self.verdict == PARTLY:
-            held = [p for p, v in self.parts.items() if v == REPRODUCED]
+            held = [p for p, v in self.parts.items() if v in (REPRODUCED, TRANSFERS)]
             if len(self.parts) < 2 or not held or len(held) == len(self.parts):
                 raise ValueError(f"{self.id}: 'partly' needs several parts, some holding: "
                                  f"{self.parts}")
@@ -201,6 +176,12 @@ def stands_despite(decision: Decision, control: Control | None) -> str:
 #: credited to the paper).
 SHOWS = ("", "proved", "verified at the sizes checked", "consistency check",
          "the book's construction")
+#: A row that tests the book's own construction or proxy in place of the paper's object (a
+#: construction the paper's text does not give here, a module the paper only outlines, a
+#: setting the book chose for a paper that predicts nothing): the paper's claim reads `not
+#: run` (`paper_object`); what the book's construction shows is kept beside it
+#: (`Claim.construction`).
+BOOKS_CONSTRUCTION = "the book's construction"
 
 #: How a piece of evidence reads its figures: the author's point estimates (no interval: a
 #: count or a comparison of points), intervals from paired data (windows, documents or seeds
@@ -217,27 +198,63 @@ def blocked_by(control: dict, finds: str) -> bool:
 
 
 def evidence(kind: str, decision: Decision, *, measured: str, setting: str = "",
-             control: Control | None = None, reads: str = "intervals") -> dict:
+             control: Control | None = None, reads: str = "intervals",
+             observational: bool = False) -> dict:
     """One piece of a paper row's evidence: its kind (`EVIDENCE`), its own verdict — guarded
     by its positive control in the direction it guards, and in a transfer's words for a
     transfer — what it measured, in which setting (what differs from the paper's), what it
-    finds and how it reads its figures (`READS`)."""
+    finds and how it reads its figures (`READS`). `observational`: models that differ in more
+    than the cause the claim names (data, tokenizer, size): the piece shows the difference, not
+    its cause, and never sets a causal row's headline alone (`headline`)."""
     if kind not in EVIDENCE:
         raise ValueError(f"evidence {kind!r} is not one of {EVIDENCE}")
     if reads not in READS:
         raise ValueError(f"reads {reads!r} is not one of {READS}")
     d = guarded(decision, control)
-    verdict = ({REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(d.verdict, d.verdict)
-               if kind == TRANSFER else d.verdict)
-    return {"verdict": verdict, "reason": d.reason, "measured": measured, "setting": setting,
-            "positive_control": control.as_dict() if control else {}, "finds": d.finds,
-            "reads": reads, "stands": stands_despite(d, control),
-            "parts": {k: v.verdict for k, v in d.parts.items()} if d.join == "parts" else {}}
+    words = (lambda v: {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(v, v)) \
+        if kind == TRANSFER else (lambda v: v)
+    return {"verdict": words(d.verdict), "reason": d.reason, "measured": measured,
+            "setting": setting, "positive_control": control.as_dict() if control else {},
+            "finds": d.finds, "reads": reads, "stands": stands_despite(d, control),
+            "parts": ({k: words(v.verdict) for k, v in d.parts.items()} if d.join == "parts"
+                      else {}), **({"observational": True} if observational else {})}
+
+
+def paper_object(claim_id: str, decision: Decision, needs: str,
+                 parts: dict | None = None) -> tuple[Decision, dict]:
+    """A paper (or derivation) row whose experiment is the book's construction or proxy
+    (BOOKS_CONSTRUCTION): the paper's claim is `not run`, saying what would test the paper's
+    object (`needs`) and what the book's construction showed; returns that decision and the
+    construction's own reading ({verdict, reason, parts}) for `Claim.construction`."""
+    if not needs:
+        raise ValueError(f"{claim_id}: say what would test the paper's object")
+    kept = {"verdict": decision.verdict, "reason": decision.reason,
+            "parts": dict(parts or {}) or {k: v.verdict for k, v in decision.parts.items()}}
+    return Decision(NOT_RUN, "the paper's object is not tested here: the row tests the book's "
+                    f"construction, which reads {decision.verdict} ({decision.reason})"), kept
 
 
 def headline(pieces: dict) -> tuple[str | None, Decision]:
     """A paper row's headline (`HEADLINE_RULE`) from its evidence: (the kind that sets it, its
-    decision); kind None where nothing was measured."""
+    decision); kind None where nothing was measured. An observational piece (`evidence`) shows
+    a difference, not its cause: where the causal evidence does not decide, the row reads the
+    two as parts kept apart (`combine`: the difference observed, its cause undecided)."""
+    obs = {k: e for k, e in pieces.items() if e.get("observational")}
+    kind, dec = _headline({k: e for k, e in pieces.items() if k not in obs})
+    seen = {k: e for k, e in obs.items() if e["verdict"] in DECIDING}
+    if not seen or dec.verdict in DECIDING:
+        return (kind, dec) if kind or not obs else _headline(obs)
+    parts = {f"the difference ({k}, observational)": e["verdict"] for k, e in seen.items()}
+    parts["its cause" + (f" ({kind})" if kind else "")] = dec.verdict
+    both = combine(parts)
+    finds = {e.get("finds", "") for e in seen.values()}  # what the observed part finds
+    return kind or next(iter(seen)), Decision(both.verdict, "; ".join(
+        [f"{k} (observational): {e['reason']}" for k, e in seen.items()]
+        + [f"cause: {dec.reason}"]), finds.pop() if len(finds) == 1 else "",
+        {p: Decision(v, "") for p, v in parts.items()}, "parts")
+
+
+def _headline(pieces: dict) -> tuple[str | None, Decision]:
     for kind in (REPRODUCTION, AUTHORS, TRANSFER):
         e = pieces.get(kind)
         if e and e["verdict"] in DECIDING:
@@ -263,6 +280,9 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
     if positive is None and kw.get("kind") == "derivation":
         positive = Control("none needed: a proof, checked numerically (its negative controls "
                            "are in the rule)", "", None)
+    if kw.get("shows") == BOOKS_CONSTRUCTION and kw.get("kind", "paper") != "book":
+        decision, kw["construction"] = paper_object(claim_id, guarded(decision, positive),
+                                                    kw.get("needs", ""), kw.pop("parts", None))
     own = guarded(decision, positive)
     pieces = {}
     if authors:
@@ -273,8 +293,13 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
     if pieces:
         kind, own = headline(pieces)
         pc = pieces[kind].get("positive_control", {}) if kind else {}
-        if kind and pieces[kind].get("parts"):  # the parts as guarded
+        if own.join == "parts" and own.parts:  # observed and caused, kept apart
+            kw["parts"] = {k: v.verdict for k, v in own.parts.items()}
+        elif kind and pieces[kind].get("parts"):  # the parts as guarded
             kw["parts"] = pieces[kind]["parts"]
+        if kind == TRANSFER and kw.get("parts"):  # a transfer's parts in its own words
+            kw["parts"] = {k: {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(v, v)
+                           for k, v in kw["parts"].items()}
         # a paper row decided by the author's points: the author's numbers against the text
         if kind == AUTHORS and own.verdict in DECIDING and kw.get("kind", "paper") == "paper" \
                 and pieces[AUTHORS].get("reads") == "points" and not kw.get("shows"):
@@ -298,198 +323,3 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
                                                              and not blocked else []))
     return Claim(claim_id, verdict=own.verdict, reason=own.reason, positive_control=pc,
                  evidence=pieces, finds=own.finds, **kw)
-
-
-# ------------------------------------------------------------------ rules
-
-
-def effect(lo: float | None, hi: float | None, *, min_effect: float = 0.0,
-           what: str = "effect", claims: str = POSITIVE) -> Decision:
-    """A directional claim, oriented so that the claimed effect is positive, judged on an
-    interval [lo, hi] of the effect against its control.
-
-    * not reproduced — hi < min_effect: the interval excludes an effect of the size that
-      counts (with min_effect = 0: the effect is significant the other way);
-    * reproduced — lo > 0: present, in the claimed direction, beyond the uncertainty;
-    * inconclusive — otherwise: the interval holds both.
-
-    `claims`: what `reproduced` finds — POSITIVE where the oriented quantity is the effect
-    itself, NEGATIVE where it is a margin minus the effect (a non-inferiority claim, "costs
-    nothing": its `reproduced` finds no cost).
-    """
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return Decision(INCONCLUSIVE, f"no interval for the {what}")
-    if hi < min_effect:
-        size = f"{min_effect:+.3g}" if min_effect else "0"
-        return _decision(NOT_REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
-                         f"lies below {size}", claims)
-    if lo > 0:
-        return _decision(REPRODUCED, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
-                         "lies above 0", claims)
-    return Decision(INCONCLUSIVE, f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] "
-                    f"holds both 0 and {min_effect:+.3g}" if min_effect else
-                    f"the interval of the {what} [{lo:+.3g}, {hi:+.3g}] holds 0")
-
-
-def beyond(lo: float | None, hi: float | None, margin: float, *,
-           what: str = "effect") -> Decision:
-    """A claim that the effect (oriented so the claim is positive) exceeds `margin` — a
-    superiority rule, or, with the quantity margin − cost, a non-inferiority one: `effect` on
-    the interval shifted by the margin. Reproduced when the interval lies above the margin, not
-    reproduced when below it. The one rule the chapters and the exercises decide with, and
-    whose edge `runs_to_decide` counts seeds against."""
-    shift = (lambda x: None if x is None else x - margin)
-    return effect(shift(lo), shift(hi), what=f"{what} beyond {margin:g}" if margin else what)
-
-
-def null(lo: float | None, hi: float | None, *, margin: float, what: str = "effect") -> Decision:
-    """A claim of *no* effect ("does not transfer", "adds nothing"), judged on an interval of
-    the effect with an equivalence margin: reproduced if the interval lies inside
-    (−margin, margin); not reproduced if it lies wholly outside; inconclusive otherwise."""
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return Decision(INCONCLUSIVE, f"no interval for the {what}")
-    span = f"[{lo:+.3g}, {hi:+.3g}]"
-    if -margin < lo and hi < margin:
-        return _decision(REPRODUCED, f"the interval of the {what} {span} lies within "
-                         f"±{margin:g}", NEGATIVE)
-    if lo >= margin or hi <= -margin:
-        return _decision(NOT_REPRODUCED, f"the interval of the {what} {span} lies outside "
-                         f"±{margin:g}", NEGATIVE)
-    return Decision(INCONCLUSIVE, f"the interval of the {what} {span} crosses ±{margin:g}")
-
-
-def any_of(intervals: dict, *, what: str = "effect") -> Decision:
-    """"Some of these show the effect" (each interval oriented so the effect is positive and
-    already corrected for multiplicity, e.g. at `stats.bonferroni(len(intervals))`):
-    reproduced if any interval lies above 0; not reproduced if every interval lies below 0;
-    inconclusive otherwise."""
-    if not intervals:
-        return Decision(INCONCLUSIVE, "nothing was measured")
-    above = [k for k, (lo, hi) in intervals.items() if lo > 0]
-    if above:
-        return _decision(REPRODUCED, f"{len(above)} of {len(intervals)} corrected intervals "
-                         f"of the {what} lie above 0")
-    if all(hi < 0 for lo, hi in intervals.values()):
-        return _decision(NOT_REPRODUCED, f"all {len(intervals)} corrected intervals of the "
-                         f"{what} lie below 0")
-    return Decision(INCONCLUSIVE, f"no corrected interval of the {what} lies above 0, and "
-                    f"{sum(hi >= 0 for _, hi in intervals.values())} of {len(intervals)} hold 0")
-
-
-def share_of(intervals: dict, *, share: float, what: str = "effect",
-             claims: str = POSITIVE) -> Decision:
-    """"At least `share` of these show the effect" (intervals oriented, corrected): reproduced
-    if at least that share lie above 0; not reproduced if more than 1 − share lie below 0
-    (the share cannot be reached); inconclusive otherwise."""
-    n = len(intervals)
-    if not n:
-        return Decision(INCONCLUSIVE, "nothing was measured")
-    above = sum(lo > 0 for lo, _ in intervals.values())
-    below = sum(hi < 0 for _, hi in intervals.values())
-    text = (f"{above} of {n} corrected intervals of the {what} lie above 0, {below} below "
-            f"(needed: {share:.0%} above)")
-    if above >= share * n:
-        return _decision(REPRODUCED, text, claims)
-    if n - below < share * n:
-        return _decision(NOT_REPRODUCED, text, claims)
-    return Decision(INCONCLUSIVE, text)
-
-
-def derivation(proved: bool, checks: dict[str, bool], controls: dict[str, bool]) -> Decision:
-    """A derivation: the proof (sympy) and its numerical checks must hold, and the negative
-    controls — the same checker on a statement that must *fail* — must fail, or the check
-    has no power. `controls` maps each control to whether it was (correctly) rejected."""
-    if not all(controls.values()):
-        bad = [k for k, v in controls.items() if not v]
-        return Decision(INCONCLUSIVE, f"a control the check should reject passed ({bad}): "
-                        "the check cannot tell")
-    if proved and all(checks.values()):
-        return Decision(REPRODUCED, "the symbolic check holds (a proof, or an identity at the "
-                        "sizes checked: see what the row can show), the numerical checks hold, "
-                        "and the controls fail as they must")
-    failed = ([] if proved else ["proof"]) + [k for k, v in checks.items() if not v]
-    return Decision(NOT_REPRODUCED, f"failed: {', '.join(failed)}")
-
-
-def combine(parts: dict[str, str]) -> Decision:
-    """A claim of several stated parts, each with its own verdict."""
-    vs = [v for v in parts.values() if v != NOT_RUN]
-    if not vs:
-        return Decision(NOT_RUN, "no part was measured")
-    if all(v == REPRODUCED for v in vs) and len(vs) == len(parts):
-        return Decision(REPRODUCED, "every part holds")
-    if REPRODUCED in vs:
-        held = [p for p, v in parts.items() if v == REPRODUCED]
-        return Decision(PARTLY, "holds: " + ", ".join(held) + "; not: " + ", ".join(
-            f"{p} ({v})" for p, v in parts.items() if v != REPRODUCED))
-    if all(v == NOT_REPRODUCED for v in vs):
-        return Decision(NOT_REPRODUCED, "no part holds")
-    return Decision(INCONCLUSIVE, "no part holds beyond the uncertainty: " + ", ".join(
-        f"{p} ({v})" for p, v in parts.items()))
-
-
-def needs_seeds(decision: Decision, n_seeds: int, *, minimum: int = MIN_SEEDS) -> Decision:
-    """A training claim is never decided by a single seed: below `minimum` seeds a
-    reproduced or not-reproduced decision becomes inconclusive."""
-    if n_seeds >= minimum or decision.verdict not in DECIDING:
-        return decision
-    return Decision(INCONCLUSIVE, f"{n_seeds} seed(s): a training claim needs ≥ {minimum} "
-                    f"(the single-seed reading: {decision.verdict}, {decision.reason})")
-
-
-def over_runs(values, what: str) -> Decision:
-    """A directional effect measured once per run (seeds, or the stored runs of one budget):
-    `effect` on the t interval over the runs; fewer than MIN_SEEDS runs never decide
-    (`needs_seeds`), the single run's reading kept in the reason."""
-    v = [float(x) for x in values]
-    lo, hi = (v[0], v[0]) if len(v) == 1 else stats.t_interval(v)[1:]
-    return needs_seeds(effect(lo, hi, what=what), len(v))
-
-
-def _common_finding(decisions) -> str:
-    """The finding shared by every deciding decision ("" where they differ or none decides)."""
-    fs = {d.finds for d in decisions if d.verdict in DECIDING}
-    return fs.pop() if len(fs) == 1 else ""
-
-
-def all_of(decisions: dict[str, Decision]) -> Decision:
-    """One claim tested on several models (not several stated parts): reproduced if it holds on
-    every model, not reproduced if it fails beyond the uncertainty on any, else inconclusive."""
-    vs = {k: d.verdict for k, d in decisions.items() if d.verdict != NOT_RUN}
-    text = "; ".join(f"{k}: {d.verdict} ({d.reason})" for k, d in decisions.items())
-    keep = dict(parts=dict(decisions), join="all")
-    if not vs:
-        return Decision(NOT_RUN, text, **keep)
-    if all(v == REPRODUCED for v in vs.values()):
-        return Decision(REPRODUCED, text, _common_finding(decisions.values()), **keep)
-    if NOT_REPRODUCED in vs.values():
-        return Decision(NOT_REPRODUCED, text, _common_finding(
-            d for d in decisions.values() if d.verdict == NOT_REPRODUCED), **keep)
-    return Decision(INCONCLUSIVE, text, **keep)
-
-
-def by_parts(decisions: dict[str, Decision]) -> tuple[Decision, dict[str, str]]:
-    """`combine` for parts each decided by a rule: the combined decision, with every part's
-    reason, and the parts' verdicts (for `Claim.parts`)."""
-    parts = {k: d.verdict for k, d in decisions.items()}
-    verdict = combine(parts).verdict
-    held = [d for d in decisions.values() if d.verdict == REPRODUCED] if verdict == PARTLY \
-        else list(decisions.values())
-    return Decision(verdict, "; ".join(d.reason for d in decisions.values()),
-                    _common_finding(held), dict(decisions), "parts"), parts
-
-
-def majority(decisions: list[Decision], share: float, what: str, unit: str = "layers") -> Decision:
-    """Per-unit decisions (one per layer, say) → one: reproduced if at least `share` of them
-    reproduce, not reproduced if the rest cannot reach it, inconclusive otherwise."""
-    n = len(decisions)
-    yes = sum(d.verdict == REPRODUCED for d in decisions)
-    no = sum(d.verdict == NOT_REPRODUCED for d in decisions)
-    text = f"{what}: {yes} of {n} {unit} hold, {no} do not (needed: {share:.0%})"
-    if yes >= share * n:
-        return Decision(REPRODUCED, text, _common_finding(
-            d for d in decisions if d.verdict == REPRODUCED))
-    if n - no < share * n:
-        return Decision(NOT_REPRODUCED, text, _common_finding(
-            d for d in decisions if d.verdict == NOT_REPRODUCED))
-    return Decision(INCONCLUSIVE, text)

@@ -13,7 +13,7 @@ from scipy import stats as sps
 
 from nlbudget.verdicts import stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, POSITIVE,
-                                      REPRODUCED, Decision, _decision)
+                                      REPRODUCED, Decision, _decision, effect, needs_seeds)
 
 
 def cheaper_edge(values, margin: float) -> float:
@@ -142,3 +142,17 @@ def k_of_n(k: int, k_not: int, n: int, paper_share: float, *, what: str = "layer
     if hi < paper_share:
         return _decision(NOT_REPRODUCED, text, claims)
     return Decision(INCONCLUSIVE, text)
+
+
+def accuracy_at_least(vals, target: float, what: str, n_test: int) -> Decision:
+    """Accuracies over seeds against `target`. The interval is the union of two: a binomial
+    one (the correct answers of every seed's `n_test` held-out strings pooled, Clopper–Pearson:
+    never zero-width, even at 100 %) and a t interval over seeds (the spread between seeds,
+    which pooling hides). Reproduced if it lies above the target, not reproduced if below;
+    fewer than MIN_SEEDS seeds never decide."""
+    k = int(round(sum(a * n_test for a in vals)))
+    _, blo, bhi = stats.proportion_interval(k, n_test * len(vals))
+    _, tlo, thi = stats.t_interval(vals) if len(vals) > 1 else (None, blo, bhi)
+    lo, hi = min(blo, tlo), max(bhi, thi)
+    return needs_seeds(effect(lo - target, hi - target, what=f"accuracy − {target:.3g}"),
+                       len(vals))

@@ -184,11 +184,11 @@ def claim_real_gates(F, S) -> Claim:
 
 
 def claim_symmetry_matters(F, S) -> Claim:
-    """P1's reading — the gated form "breaks exchange symmetry", and this is why gated MLPs work
-    (the paper is interpretive and runs no experiment), tested in two parts: the symmetric form
-    is worse than the gated one by the stated minimum effect in language modelling and in
-    modular addition (the two rows below, each with its own margin). Both hold: reproduced;
-    one: partly (named); each excluded by its margin: not reproduced."""
+    """P1's reading — the gated form "breaks exchange symmetry", and this is why gated MLPs work.
+    The paper is interpretive and states no testable prediction, so the paper's claim reads
+    `not run` (`claims.paper_object`); what the book's two settings show (the symmetric form
+    against the gated one in language modelling and in modular addition, the two BOOK rows) is
+    kept as the row's `construction`: both hold, reproduced; one, partly; neither, not."""
     tests = {"language modelling": claim_lm(F, S), "modular addition": claim_modular(F, S)}
     parts = {k: c.verdict for k, c in tests.items()}
     dec = combine(parts)
@@ -204,8 +204,10 @@ def claim_symmetry_matters(F, S) -> Claim:
                    "reading (GPT-NeoX LMs and one-MLP modular addition, trained here)",
                    measured="; ".join(f"{k}: {c.verdict} ({c.reason})" for k, c in tests.items()),
                    control="the gated form at equal parameters (the two tests below)",
-                   needs="; ".join(f"{k}: {c.needs}" for k, c in tests.items() if c.needs)
-                   if dec.verdict == INCONCLUSIVE else "",
+                   needs="a testable prediction of the paper: it is interpretive and runs no "
+                   "experiment, so no setting the book chooses is the paper's own; the two "
+                   "settings are the book's questions (BOOK.P1.lm-symmetric-vs-gated, "
+                   "BOOK.P1.modular-symmetric-vs-gated)",
                    scale="small models; see the two rows of the book's own questions",
                    note="the paper's reading, tested at small scale by the book")
 

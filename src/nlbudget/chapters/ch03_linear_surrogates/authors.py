@@ -11,9 +11,9 @@ import pandas as pd
 from nlbudget.assets.reference import finetune_runs
 from nlbudget.chapters.ch03_linear_surrogates.study import author_costs
 from nlbudget.verdicts import controls
-from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, POSITIVE,
-                                      REPRODUCED, Decision, _decision, all_of, by_parts,
-                                      evidence, over_runs)
+from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
+                                      POSITIVE, REPRODUCED, Decision, _decision, all_of,
+                                      by_parts, evidence)
 from nlbudget.verdicts.readings import points_above
 
 #: P3 §4.9 (Table 'beefy', tex line 479): L10–L13 linear, 2,000 steps, −10.2 % against the
@@ -32,12 +32,16 @@ def _runs_text(runs) -> str:
 
 def author_progressive(margin: float) -> dict:
     """The author's stored 4-layer runs (L10–L13 linear, then fine-tuned) against the original
-    GPT-2 Medium, under the same non-inferiority `margin`; one run per budget never decides."""
+    GPT-2 Medium, under the same non-inferiority `margin`, read on their points (one run per
+    budget, as the author reports them: a consistency check). Where no stored run is the
+    text's (PAPER_BEEFY at PAPER_BEEFY_STEPS, tex lines 426–445), the sentence rests on no
+    stored file: the piece reads `not run`, the stored runs reported beside it."""
     four = finetune_runs("linearized", "10 11 12 13")
     more = finetune_runs("linearized").query("layers != '10 11 12 13'")
     small = finetune_runs("linearized", "10 11 12 13", small=True).query(
         "corpus.str.startswith('small')", engine="python")
-    decs = {f"{steps:,} steps": over_runs(margin - runs.rel, "margin − relative PPL")
+    decs = {f"{steps:,} steps": points_above(margin - runs.rel, 0.0, "margin − relative PPL",
+                                             unit="run")
             for steps, runs in four.groupby("steps")}
     # stored when a run matches the text to its precision (a tenth of a percent point)
     stored = any(r.steps == PAPER_BEEFY_STEPS and abs(r.rel - PAPER_BEEFY) < 0.0005
@@ -50,18 +54,24 @@ def author_progressive(margin: float) -> dict:
                 f"{'a' if stored else 'no'} stored run (the nearest: the 2,000-step run of "
                 "generalization_full_linear_gpt2-medium.json); left out, the run on the "
                 "247K-token corpus (tex line 484): " + _runs_text(small))
-    return evidence(AUTHORS, all_of(decs), setting=AUTHOR_FINETUNE, measured=measured,
+    dec = all_of(decs) if stored else Decision(
+        NOT_RUN, f"the text's run ({PAPER_BEEFY:+.1%} at {PAPER_BEEFY_STEPS:,} steps, tex lines "
+        "426–445) is in no stored file; the stored L10–L13 runs, read on their points, give: "
+        + all_of(decs).reason)
+    return evidence(AUTHORS, dec, setting=AUTHOR_FINETUNE, measured=measured,
                     reads="points", control=controls.none_needed("the author's trained models"))
 
 
 def author_progressive_control(min_behind: float) -> dict:
     """The author's 4-layer linearized run against the fine-tuning control at the same
-    2,000 steps, by the book's rule (linearized / control − 1 beyond `min_behind`); one run."""
+    2,000 steps, by the book's rule (linearized / control − 1 beyond `min_behind`), read on
+    the points (one run each, as the author reports them: a consistency check)."""
     lin = finetune_runs("linearized", "10 11 12 13")
     ctl = finetune_runs("control")
     both = lin.merge(ctl[["steps", "final_wiki_ppl"]], on="steps", suffixes=("", "_control"))
     gap = both.final_wiki_ppl / both.final_wiki_ppl_control - 1 - min_behind
-    decs = {f"{steps:,} steps": over_runs(g, "linearized / control − 1 − margin")
+    decs = {f"{steps:,} steps": points_above(g, 0.0, "linearized / control − 1 − margin",
+                                             unit="run")
             for steps, g in gap.groupby(both.steps)}
     measured = ("GPT-2 Medium WikiText PPL: control (no layer linear, the 117.9M-token corpus) "
                 + _runs_text(ctl) + "; L10–L13 linear (" + ", ".join(lin.corpus.unique())

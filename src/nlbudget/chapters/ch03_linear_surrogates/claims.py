@@ -309,8 +309,9 @@ def claim_sequential_vs_parallel(F, S) -> Claim:
         measured=f"Pythia-410M (parallel) vs GPT-2 Medium (sequential), the author's per-layer "
         f"all-linear costs, layer 0 left out: median {np.median(pyc):+.1%} vs "
         f"{np.median(g2c):+.1%} (the paper compares medians, tex line 372)",
-        setting=AUTHOR_FILES + "; models that also differ in data, tokenizer and training",
-        reads="points",
+        setting=AUTHOR_FILES + "; models that also differ in data, tokenizer and training "
+        "(observational: shows that Pythia costs more, not that the topology is why)",
+        reads="points", observational=True,
         control=controls.none_needed("the author's trained models and files"))
     return decided("P3.sequential-vs-parallel", dec, measured=measured, scale=scale,
                    tested=REPRODUCTION, authors=authors,

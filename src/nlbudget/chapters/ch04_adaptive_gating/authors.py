@@ -11,8 +11,8 @@ from nlbudget.assets.reference import finetune_runs, reference
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, POSITIVE, REPRODUCED,
                                       TRANSFER, Claim, Decision, by_parts, decided, effect,
-                                      evidence, over_runs)
-from nlbudget.verdicts.readings import k_of_n, points_share, points_within
+                                      evidence)
+from nlbudget.verdicts.readings import k_of_n, points_above, points_share, points_within
 
 #: A no-fly token's mean δ must exceed this (P3: "mean delta exceeded 0.05 across ≥ 10
 #: observations").
@@ -124,14 +124,16 @@ PAPER_TWO_PHASE = 19.00
 
 
 def author_two_phase(setting: str) -> dict:
-    """The author's stored two-phase gated run against the fine-tuning control: the control's
-    lead over the gated model, one run each (never decides)."""
+    """The author's stored two-phase gated run against the fine-tuning control, read on the
+    points (one run each, as the author reports them: a consistency check of the sentence,
+    whichever way it points): the gated model must end below the control."""
     runs = finetune_runs("two-phase gated", "10 11 12 13")
     ctl, gated = finetune_runs("control").iloc[0], runs.iloc[0]
     other = finetune_runs("two-phase gated").query("layers != '10 11 12 13'")
     stored = (runs.final_wiki_ppl - PAPER_TWO_PHASE).abs().min() < 0.01
     return evidence(
-        AUTHORS, over_runs(ctl.final_wiki_ppl / runs.final_wiki_ppl - 1, "control / gated − 1"),
+        AUTHORS, points_above(ctl.final_wiki_ppl / runs.final_wiki_ppl - 1, 0.0,
+                              "control / gated − 1", unit="run"),
         measured=f"the control ({ctl.source}) {ctl.final_wiki_ppl:.2f} PPL at {ctl.steps:,} "
         f"steps; the text's two-phase run (L10–L13, {gated.source}, stored as its deltas) "
         f"{gated.final_wiki_ppl:.2f} at {gated.steps:,} steps — the text's "

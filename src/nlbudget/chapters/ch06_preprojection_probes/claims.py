@@ -3,10 +3,13 @@ re-judges the stored figures, `nlbudget judge 06`, and reruns nothing)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from nlbudget.assets import models
 from nlbudget.chapters.ch06_preprojection_probes.study import MAIN, MIN_CORRECT
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
+from nlbudget.verdicts.claims import (DOES_NOT_TRANSFER, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN,
+                                      PARTLY, REPRODUCED, TRANSFERS,
                                       REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
                                       decided, effect, evidence, headline, needs_seeds, null)
 
@@ -33,15 +36,20 @@ def _scale(F):
                      for m, s in F["setup"].items())
 
 
-def _over_seeds(F, m, key: str, one_seed: tuple) -> tuple:
+def _over_seeds(F, m, key: str, one_seed: tuple, correlation: bool = False) -> tuple:
     """The interval a claim reads for model `m`: the union of a t interval over its seeds'
     values of `key` (`by_seed`: the spread between seeds) and the first seed's own BCa interval
     over windows or items (the sampling of the evaluation set, which the seeds share); with
-    one seed only the latter, which `needs_seeds` then keeps from deciding."""
+    one seed only the latter, which `needs_seeds` then keeps from deciding. A `correlation`
+    is averaged in Fisher's z (arctanh) and brought back, so its interval stays in [−1, 1]."""
     vals = [r[key] for r in F.get("by_seed", {}).get(m, []) if r.get(key) is not None]
     if len(vals) < 2 or None in one_seed:
         return tuple(one_seed)
-    _, lo, hi = stats.t_interval(vals)
+    if correlation:
+        z = np.arctanh(np.clip(vals, -1 + 1e-9, 1 - 1e-9))
+        _, lo, hi = (float(np.tanh(x)) for x in stats.t_interval(z))
+    else:
+        _, lo, hi = stats.t_interval(vals)
     return min(lo, one_seed[0]), max(hi, one_seed[1])
 
 
@@ -114,6 +122,9 @@ def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim
     if dec.verdict == PARTLY:  # the parts of the model that sets the headline, as guarded
         parts = pieces[kind].get("parts") or next(
             p for m, p in kw.get("parts", {}).items() if _kind(m) == kind)
+        if kind == TRANSFER:  # a transfer's parts in its own words
+            parts = {k: {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(v, v)
+                     for k, v in parts.items()}
     return Claim(cid, "; ".join(texts.values()), dec.verdict, reason=dec.reason,
                  control=kw["control"], needs=needs if dec.verdict in (INCONCLUSIVE, NOT_RUN)
                  else "", scale=kw["scale"], positive_control=pc, evidence=pieces,
@@ -174,6 +185,19 @@ def claim_lambada(F, S) -> Claim:
                      f"{MIN_CORRECT} items right", scale=_scale(F))
 
 
+def skip_used(ablation: list) -> controls.Control:
+    """The skip rows' control on the claim's own quantity: the content skip is used — switching
+    one layer's skip off raises perplexity at some layer. A skip used nowhere has no use to
+    trend with depth, either way: it guards both directions."""
+    top = max((u["ppl_change"] for u in ablation), default=None)
+    return controls.above(
+        "the content skip is used: switching one layer's skip off raises perplexity at some "
+        "layer", top, 0.0, "largest change with one layer's skip off: "
+        + ("not recorded" if top is None else f"{top:+.3%} over {len(ablation)} layers"),
+        "probes with something to learn, trained until the skip carries content (a domain "
+        "shift for the frozen base)", guards="both")
+
+
 def claim_skip_by_depth(F, S) -> Claim:
     """P4: "late layers use [the skip] most, early layers keep relying on attention". Use is
     measured by ablation — the perplexity change when one layer's skip is switched off — and
@@ -186,7 +210,7 @@ def claim_skip_by_depth(F, S) -> Claim:
                                               [u["ppl_change"] for u in abl])
         use = st[MAIN]["skip_use"]
         r_norm = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])[0]
-        lo, hi = _over_seeds(F, m, "skip_rho", (lo, hi))
+        lo, hi = _over_seeds(F, m, "skip_rho", (lo, hi), correlation=True)
         decs[m] = needs_seeds(effect(lo - MIN_RHO, hi - MIN_RHO,
                                      what=f"Spearman ρ beyond {MIN_RHO:g}"), _n_seeds(F, m))
         top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
@@ -195,7 +219,9 @@ def claim_skip_by_depth(F, S) -> Claim:
                     f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = "
                     f"{r_norm:+.2f}")
     return _by_model("P4.skip-by-depth", decs,
-                     {m: probes_trained(F, m, (MAIN,), "negative") for m in decs}, texts, F=F,
+                     {m: controls.joined(probes_trained(F, m, (MAIN,), "negative"),
+                                         skip_used(F["studies"][m][MAIN]["skip_ablation"]))
+                      for m in decs}, texts, F=F,
                      control="no trend with depth (ρ = 0)", needs=_more_seeds(F) + "; the "
                      "paper's own statistic, the learned skip gate per layer", scale=_scale(F))
 
@@ -230,7 +256,7 @@ def claim_no_kv_overhead(F, S) -> Claim:
         dec = Decision(NOT_REPRODUCED, f"cache bytes equal: {ok_bytes}; cached = uncached: "
                        f"{ok_logits}")
     return decided("P4.no-kv-overhead", dec, measured="; ".join(texts), tested=REPRODUCTION,
-                   shows="the book's construction",
+                   shows="verified at the sizes checked",
                    setting="the paper's modules built as it describes, on "
                    + " and ".join(models.label(m) for m in F["studies"]),
                    positive=controls.Control("a trained probe's logits differ from the base "
