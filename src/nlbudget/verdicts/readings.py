@@ -148,11 +148,12 @@ def accuracy_at_least(vals, target: float, what: str, n_test: int) -> Decision:
     """Accuracies over seeds against `target`. The interval is the union of two: a binomial
     one (the correct answers of every seed's `n_test` held-out strings pooled, Clopper–Pearson:
     never zero-width, even at 100 %) and a t interval over seeds (the spread between seeds,
-    which pooling hides). Reproduced if it lies above the target, not reproduced if below;
+    which pooling hides), kept inside [0, 1]. Reproduced if it lies above the target, not
+    reproduced if below;
     fewer than MIN_SEEDS seeds never decide."""
     k = int(round(sum(a * n_test for a in vals)))
     _, blo, bhi = stats.proportion_interval(k, n_test * len(vals))
     _, tlo, thi = stats.t_interval(vals) if len(vals) > 1 else (None, blo, bhi)
-    lo, hi = min(blo, tlo), max(bhi, thi)
+    lo, hi = max(min(blo, tlo), 0.0), min(max(bhi, thi), 1.0)  # an accuracy lies in [0, 1]
     return needs_seeds(effect(lo - target, hi - target, what=f"accuracy − {target:.3g}"),
                        len(vals))

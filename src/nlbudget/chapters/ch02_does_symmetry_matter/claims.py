@@ -8,8 +8,8 @@ import numpy as np
 from nlbudget.assets import models
 from nlbudget.verdicts import stats
 from nlbudget.verdicts import controls
-from nlbudget.verdicts.claims import (DECIDING, INCONCLUSIVE, PARTLY, REPRODUCTION, Claim,
-                                      Decision, beyond, combine, decided, effect, needs_seeds)
+from nlbudget.verdicts.claims import (DECIDING, INCONCLUSIVE, REPRODUCTION, Claim, Decision,
+                                      all_of, beyond, decided, effect, needs_seeds)
 from nlbudget.verdicts.readings import runs_to_decide
 
 SYMMETRIC, GATED = "symmetric-silu", "gated-silu"
@@ -188,14 +188,15 @@ def claim_symmetry_matters(F, S) -> Claim:
     The paper is interpretive and states no testable prediction, so the paper's claim reads
     `not run` (`claims.paper_object`); what the book's two settings show (the symmetric form
     against the gated one in language modelling and in modular addition, the two BOOK rows) is
-    kept as the row's `construction`: both hold, reproduced; one, partly; neither, not."""
+    kept as the row's `construction`, the two settings by `all_of`: both hold, reproduced;
+    either refuted, not reproduced."""
     tests = {"language modelling": claim_lm(F, S), "modular addition": claim_modular(F, S)}
-    parts = {k: c.verdict for k, c in tests.items()}
-    dec = combine(parts)
+    # two settings of one reading, not parts the paper states: it must hold in each (all_of)
+    dec = all_of({k: Decision(c.verdict, c.reason, c.finds) for k, c in tests.items()})
     # each part is guarded by its own control; the row rests on the parts that decide
     deciding = [controls.Control(**c.positive_control) for c in tests.values()
                 if c.verdict in DECIDING and c.positive_control]
-    return decided("P1.symmetry-matters", dec, parts=parts if dec.verdict == PARTLY else {},
+    return decided("P1.symmetry-matters", dec,
                    shows="the book's construction",
                    tested=REPRODUCTION, positive=controls.joined(*deciding) if deciding else
                    controls.joined(*(controls.Control(**c.positive_control)

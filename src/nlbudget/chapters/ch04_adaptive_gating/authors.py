@@ -10,8 +10,8 @@ from scipy import stats as sps
 from nlbudget.assets.reference import finetune_runs, reference
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, POSITIVE, REPRODUCED,
-                                      TRANSFER, Claim, Decision, by_parts, decided, effect,
-                                      evidence)
+                                      TRANSFER, Claim, Decision, all_of, by_parts, decided,
+                                      effect, evidence)
 from nlbudget.verdicts.readings import k_of_n, points_above, points_share, points_within
 
 #: A no-fly token's mean δ must exceed this (P3: "mean delta exceeded 0.05 across ≥ 10
@@ -77,7 +77,8 @@ def claim_nofly_retention(F, S) -> Claim:
     their status, and 26.8 % flip to negative delta" (WikiText-103 train; LAMBADA 22 %). Retention
     alone is no evidence: a list selected for high mean δ on one corpus regresses to the mean on
     any other, however stable each token is. So each corpus is a part judged against the share
-    a *stable* token would keep (`stable_retention`), which the author's per-token file allows
+    a *stable* token would keep (`stable_retention`), on every corpus (`all_of`: the corpora
+    are settings of one claim, not parts it states), which the author's per-token file allows
     (the build mean, s.d. and count of every token). The book's transfer, SmolLM2's list, has
     no per-token record: its few tokens found again are shown beside it."""
     ref = reference("nofly")
@@ -89,7 +90,8 @@ def claim_nofly_retention(F, S) -> Claim:
         texts.append(f"{corpus}: {len(rows)} of {rows.n_nofly.iloc[0]} found again; still "
                      f"no-fly (mean δ > {NOFLY_DELTA} and > 60 % of δ positive) {still} "
                      f"({still / len(rows):.1%}), flipped to δ < 0 {flip} ({flip / len(rows):.1%})")
-    dec, verdicts = by_parts(parts)
+    # the corpora are settings of one claim, not parts: it must hold on each (all_of)
+    dec = all_of(parts)
     authors = evidence(AUTHORS, dec, measured="; ".join(texts) + "; " + dec.reason,
                        setting=AUTHOR_NOFLY + "; GPT-2 Medium L12, built on WikiText-103 test",
                        control=controls.none_needed("the author's measured lists, judged "
@@ -102,7 +104,7 @@ def claim_nofly_retention(F, S) -> Claim:
                    "reference, and " + ", ".join(f"{f} found again on {k}" for k, (f, _, _)
                                                  in found.items()))
     return decided(
-        "P3.nofly-retention", own, parts=verdicts, tested=TRANSFER, authors=authors,
+        "P3.nofly-retention", own, tested=TRANSFER, authors=authors,
         positive=controls.none_needed("a re-analysis of measured lists"),
         setting=f"{name} L{nf['layer']}: {S['corpus']} against its test split and "
         f"{S['cross_corpus']}, not WikiText / LAMBADA on GPT-2 Medium",
