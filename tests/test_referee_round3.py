@@ -159,7 +159,13 @@ def test_a_ceiling_claim_is_blocked_by_over_fitting_both_ways():
     inside = V.Decision(R, "24 of 30 inside", V.POSITIVE)
     assert V.guarded(inside, ctrl) == inside  # guarding one direction let it stand
     assert V.guarded(inside, ctrl.aimed(guards="both")).verdict == INC
-    assert _committed("P3.gate-auc")["verdict"] == INC
+    row = _committed("P3.gate-auc")
+    assert row["verdict"] == INC
+    # the author's own AUCs are read (the text's 0.54–0.61 is in the files), and held by the
+    # same control: no in-sample AUC is stored, so they cannot decide the ceiling either
+    a = row["evidence"][V.AUTHORS]
+    assert a["verdict"] == INC and a["reads"] == "points" and "0.5361" in a["reason"]
+    assert a["positive_control"]["guards"] == "both"
 
 
 # ------------------------------------------------ 2. one reading of the author's files

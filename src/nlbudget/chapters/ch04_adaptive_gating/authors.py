@@ -289,3 +289,27 @@ def author_compound() -> dict:
                     measured=f"GPT-2 Medium, all {int(pc.gated_layers)} gates at once: "
                     f"{pc.gated_pct:+.0f} % PPL, {pc.flops_saved_total_pct:.0f} % FLOPs saved",
                     control=controls.none_needed("the author's trained gates and files"))
+
+
+def author_gate_auc(low: float, high: float) -> dict:
+    """P3's full-gate AUCs as stored (context_vs_token_*.json; the text's 0.54–0.61, tex lines
+    213 and 247), read on their points: inside (0.5, `high`) at every stored layer, and none
+    outside [`low`, `high`]. No in-sample AUC is stored, so the over-fitting control that a
+    ceiling claim needs (it guards both ways) is not recorded: the piece shows that the
+    author's numbers are the text's, and cannot decide "modest"."""
+    ref = reference("context_vs_token")
+    inside = bool(((ref.full > 0.5) & (ref.full < high)).all())
+    outside = int(((ref.full < low) | (ref.full > high)).sum())
+    text = (f"full-gate AUC {ref.full.min():.4f}–{ref.full.max():.4f} over {len(ref)} stored "
+            f"layers (point estimates): {'all' if inside else 'not all'} inside (0.5, {high}), "
+            f"{outside} outside [{low}, {high}]")
+    dec = Decision(REPRODUCED if inside and not outside else
+                   NOT_REPRODUCED if outside else INCONCLUSIVE, text,
+                   POSITIVE if inside and not outside else "")
+    return evidence(
+        AUTHORS, dec, setting=AUTHOR_FILES + " (context_vs_token_*.json: the full gate's "
+        "held-out AUC, no interval and no in-sample AUC)", reads="points", measured=text,
+        control=controls.not_recorded("the author's gates do not over-fit (a ceiling: "
+                                      "over-fitting makes a held-out AUC modest)",
+                                      "the author's in-sample AUC beside the held-out one",
+                                      guards="both"))

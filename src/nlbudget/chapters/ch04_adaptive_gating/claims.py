@@ -9,7 +9,8 @@ from nlbudget.assets import models
 from nlbudget.assets.reference import reference
 from nlbudget.chapters.ch04_adaptive_gating.authors import (
     AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, TOKEN_GAP, author_compound, author_context_vs_token,
-    author_two_phase, claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
+    author_gate_auc, author_two_phase, claim_forty_percent, claim_large_gated,
+    claim_nofly_retention, compound)
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
@@ -235,7 +236,8 @@ def claim_gate_auc(F, S) -> Claim:
 
     need = windows_to_decide({l: ((hi - lo) / 2, dist(x)) for l, (x, lo, hi) in fam.items()},
                              S["select_windows"], MOST)
-    return decided("P3.gate-auc", dec, tested=TRANSFER,
+    return decided("P3.gate-auc", dec, tested=TRANSFER, authors=author_gate_auc(AUC_PAPER_MIN,
+                                                                              AUC_MODEST),
                    positive=gates_not_overfit(F).aimed(guards="both"),
                    setting=f"{name} on {S['corpus']}, not GPT-2 Medium on WikiText-103",
                    measured=f"{name}: d+1 gate AUC on held-out tokens {min(a):.3f}–{max(a):.3f} "
