@@ -98,7 +98,8 @@ def test_transfer_only_parts_read_in_transfer_words():
     with pytest.raises(ValueError, match="transfer alone"):
         V.Claim("P3.x", "m", V.TRANSFERS, control="c", parts={"a": R, "b": R},
                 evidence={V.TRANSFER: {"verdict": V.TRANSFERS, "reason": "r"}})
-    assert set(_committed("P3.u-shape")["parts"].values()) <= {V.TRANSFERS, V.DOES_NOT_TRANSFER}
+    u = _committed("P3.u-shape")["evidence"][V.TRANSFER]["parts"]
+    assert u and set(u.values()) <= {V.TRANSFERS, V.DOES_NOT_TRANSFER}
 
 
 def test_an_observational_difference_does_not_decide_its_cause():
@@ -175,8 +176,9 @@ def test_the_authors_single_runs_are_read_on_their_points():
     """A stored author run is read on its points as a consistency check, whichever way it
     points; the seed rule is the book's own training's (before: one run each "never decides").
     The author's two-phase gated run ends above the control (19.00 vs 18.25 PPL): the stored
-    points contradict the text; where no stored file holds the sentence's run (P3.progressive's
-    −10.2 % at 2,000 steps), the piece reads `not run`, saying so."""
+    points contradict the text; a sentence no stored file holds (P3.progressive's five layers
+    at 50 steps each) is a part that reads `not run`, saying so, beside the part the stored
+    4-layer runs answer on their points."""
     from nlbudget.verdicts import readings
 
     one = readings.points_above([18.25 / 19.00 - 1], 0.0, "control / gated − 1", unit="run")
@@ -185,5 +187,26 @@ def test_the_authors_single_runs_are_read_on_their_points():
     row = _committed("P3.two-phase-gated")
     assert row["verdict"] == NR and row["evidence"][V.AUTHORS]["reads"] == "points"
     prog = _committed("P3.progressive")["evidence"][V.AUTHORS]
-    assert prog["verdict"] == NRUN and "no stored file" in prog["reason"]
+    assert prog["verdict"] == P and "no stored file" in prog["reason"]
+    assert prog["parts"] == {"5 layers at zero cost after 50 steps each": NRUN,
+                             "4 linear layers beat the original": R}
     assert "seed" not in prog["reason"]
+
+
+# ------------------------------------------------ 3. what each file is
+
+
+def test_a_file_of_one_gate_architecture_cannot_answer_a_best_of_four_sentence():
+    """The GPT-2 Medium sweep's `best_gate` has 6,151 parameters at every layer: one bottleneck
+    gate, not the best of the paper's four (tex line 204). It cannot refute the text's 4 of 23
+    (before: P3.gated-negative-regularization read `not reproduced` from its 0 of 23) nor
+    carry the 40 % share; a sweep whose best gate varies can."""
+    import pandas as pd
+
+    a4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
+    one = pd.DataFrame({"gate_params": [6151] * 23})
+    assert "one architecture" in a4.one_architecture(one)
+    assert a4.one_architecture(pd.DataFrame({"gate_params": [1025, 6151, 3079]})) == ""
+    row = _committed("P3.gated-negative-regularization")
+    assert row["evidence"][V.AUTHORS]["verdict"] == NRUN and row["verdict"] != NR
+    assert _committed("P3.forty-percent")["parts"]["share"] == NRUN

@@ -13,7 +13,7 @@ from nlbudget.chapters.ch03_linear_surrogates.authors import (
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, CHEAP_SHARE, author_costs
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, NEGATIVE, NOT_RUN, POSITIVE, REPRODUCTION,
-                                      TRANSFER, Claim, Decision, all_of, decided, effect,
+                                      TRANSFER, Claim, Decision, all_of, by_parts, decided, effect,
                                       evidence, needs_seeds, share_of)
 from nlbudget.verdicts.readings import k_of_n, points_share, runs_to_decide
 
@@ -410,14 +410,15 @@ def claim_u_shape(F, S) -> Claim:
     are expensive to linearize, while middle layers (L7–L15) are cheap" (Pythia-2.8B, "mirrors
     GPT-2 Medium"). Two parts (`u_shape`): early and late boundary layers each cost more than
     the middle ones (rank tests over layers, groups by relative depth, EARLY, LATE and MIDDLE); the
-    author's sweeps of Pythia-2.8B and GPT-2 Medium, then SmolLM2 as a transfer."""
-    a_decs, texts = {}, []
+    author's sweeps of Pythia-2.8B and GPT-2 Medium (each part on both models, `all_of`), then
+    SmolLM2 as a transfer."""
+    by_part, texts = {}, []  # part -> model -> decision: each stated part on every model
     for m in ("pythia-2.8b", "gpt2-medium"):
-        t = author_layers(m)
-        (dec, parts) = u_shape(t.cost_pct.to_numpy() / 100)
-        a_decs[m] = Decision(dec.verdict, dec.reason)
+        dec, parts = u_shape(author_layers(m).cost_pct.to_numpy() / 100)
+        for k, d in dec.parts.items():
+            by_part.setdefault(k, {})[m] = d
         texts.append(f"{m}: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
-    a_all = all_of(a_decs)
+    a_all = by_parts({k: all_of(ds) for k, ds in by_part.items()})[0]
     authors = evidence(AUTHORS, a_all, measured="; ".join(texts), setting=AUTHOR_FILES
                        + "; the sweeps' point estimates per layer (the test is over layers)",
                        reads="points",

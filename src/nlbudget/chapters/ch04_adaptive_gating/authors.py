@@ -9,9 +9,9 @@ from scipy import stats as sps
 
 from nlbudget.assets.reference import finetune_runs, reference
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, POSITIVE, REPRODUCED,
-                                      TRANSFER, Claim, Decision, all_of, by_parts, decided,
-                                      effect, evidence)
+from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, POSITIVE,
+                                      REPRODUCED, TRANSFER, Claim, Decision, all_of, by_parts,
+                                      decided, effect, evidence)
 from nlbudget.verdicts.readings import k_of_n, points_above, points_share, points_within
 
 #: A no-fly token's mean δ must exceed this (P3: "mean delta exceeded 0.05 across ≥ 10
@@ -159,6 +159,19 @@ AUTHOR_FILES = ("the P3 author's result files (pbalogh/half-the-nonlinearity, da
 PAPER_FORTY = 0.395
 
 
+def one_architecture(gm) -> str:
+    """Why a stored sweep of "best" gates cannot answer a sentence about the best of the
+    paper's four gate architectures (tex line 204: d+1, and bottlenecks b = 1, 3, 6): every
+    layer's `best_gate` has the same parameter count, so the file holds one architecture, not
+    the best of four; "" where the counts differ (a best of several)."""
+    counts = sorted(set(gm.gate_params.dropna().astype(int)))
+    if len(counts) != 1:
+        return ""
+    return (f"the stored file's 'best_gate' has {counts[0]:,} parameters at every one of its "
+            f"{len(gm)} layers: one architecture (a bottleneck gate), not the best of the "
+            "four the text counts (tex line 204), so it cannot answer the sentence")
+
+
 def claim_forty_percent(F, S) -> Claim:
     """P3 (abstract and introduction, tex line 31): "40 % of individual MLP computations can be
     replaced by a single matrix multiply with no measurable degradation". Two parts on the
@@ -166,12 +179,16 @@ def claim_forty_percent(F, S) -> Claim:
     counts reaches PAPER_FORTY (point estimates); (no measurable degradation) a paired interval
     of each layer's gated cost — which no stored file allows (their per-layer 'intervals' are
     unpaired spreads, and no file holds per-document losses), so that part stays undecided;
-    the text's 39.9 % is no stored figure. The book's own routing is `P3.gate-routing`."""
+    the text's 39.9 % is no stored figure. The share is the best of four gates' (tex lines 204,
+    334): a file of one architecture cannot answer it (`one_architecture`: not run). The book's
+    own routing is `P3.gate-routing`."""
     gm = reference("gate_costs").query("model == 'gpt2-medium'")
-    share = gm.routed_pct.mean() / 100
-    parts = {"share": Decision(REPRODUCED if share >= PAPER_FORTY else NOT_REPRODUCED,
-                               f"mean routed share of the best gates over {len(gm)} layers "
-                               f"{share:.1%} against the text's 40 % (point estimates)", POSITIVE),
+    share, single = gm.routed_pct.mean() / 100, one_architecture(gm)
+    parts = {"share": Decision(NOT_RUN, f"{single}; its mean routed share over {len(gm)} "
+                               f"layers is {share:.1%}") if single else
+             Decision(REPRODUCED if share >= PAPER_FORTY else NOT_REPRODUCED,
+                      f"mean routed share of the best gates over {len(gm)} layers "
+                      f"{share:.1%} against the text's 40 % (point estimates)", POSITIVE),
              "no measurable degradation": Decision(
                  INCONCLUSIVE, f"the gated costs are {gm.gate_pct.min():+.2f} to "
                  f"{gm.gate_pct.max():+.2f} % (points, every one above 0); 'not measurable' "
