@@ -210,3 +210,12 @@ def test_a_file_of_one_gate_architecture_cannot_answer_a_best_of_four_sentence()
     row = _committed("P3.gated-negative-regularization")
     assert row["evidence"][V.AUTHORS]["verdict"] == NRUN and row["verdict"] != NR
     assert _committed("P3.forty-percent")["parts"]["share"] == NRUN
+
+
+def test_a_compound_run_that_gates_layer_zero_is_not_the_papers():
+    """The paper's compound run gates GPT-2 Medium's layers 1–23 (tex line 323); the stored
+    GPT-2 Medium run gates all 24, layer 0 (catastrophic to linearize) included, so it cannot
+    answer the sentence; Pythia-1B's stored run, its catastrophic layers left out, does (before:
+    the 24-layer run's +272 % decided the row)."""
+    a = _committed("P3.compound-gating")["evidence"][V.AUTHORS]
+    assert "gpt2-medium: not run" in a["reason"] and "pythia-1b: not reproduced" in a["reason"]
