@@ -219,3 +219,16 @@ def test_a_compound_run_that_gates_layer_zero_is_not_the_papers():
     the 24-layer run's +272 % decided the row)."""
     a = _committed("P3.compound-gating")["evidence"][V.AUTHORS]
     assert "gpt2-medium: not run" in a["reason"] and "pythia-1b: not reproduced" in a["reason"]
+
+
+def test_the_texts_numbers_no_stored_file_holds_are_listed_in_one_place():
+    """The ledger page lists the text's numbers that no stored author file holds, each with
+    its claim and tex lines (the 4 of 23 and the 39.9 % among them)."""
+    from nlbudget.book import ledger
+
+    lines = "\n".join(ledger.unstored_section())
+    assert "no stored file holds" in lines
+    for cid in ("P3.progressive", "P3.gated-negative-regularization", "P3.forty-percent"):
+        assert f"**{cid}**" in lines
+    assert "4 of 23" in lines and "39.9 %" in lines and "tex line" in lines
+    assert "no stored file holds" in ledger.ledger_markdown("full")

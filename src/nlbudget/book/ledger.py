@@ -5,6 +5,8 @@ the decision table (each row's rule next to each scale's verdict) and every row'
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import io
 import json
@@ -140,8 +142,7 @@ GUARDS_TEXT = {"negative": "guards the negative findings", "positive": "guards t
 
 
 def control_text(pc: dict) -> str:
-    """A row's positive control in a few words: passed, failed (which), or none needed; the
-    direction it guards and where it measured."""
+    """A positive control in a few words: passed, failed, none needed; what it guards, where."""
     if not pc:
         return "—"
     if pc.get("passed") is None:
@@ -154,9 +155,8 @@ def control_text(pc: dict) -> str:
 
 
 def evidence_text(ev: dict) -> str:
-    """A row's evidence, kind by kind, with how it reads its figures and whether it stands
-    past a failed control: `authors' data (points): reproduced; transfer (intervals): does not
-    transfer`."""
+    """A row's evidence, kind by kind, how it reads its figures and whether it stands past a
+    failed control: `authors' data (points): reproduced; transfer (intervals): transfers`."""
     return "; ".join(f"{k} ({e.get('reads', 'intervals')}): **{e['verdict']}**"
                      + (" past a failed control that guards the other direction"
                         if e.get("stands") else "") for k, e in ev.items()) or "—"
@@ -173,27 +173,22 @@ EXPORT_FIELDS = (
 
 
 def export_rows(rows: list[dict]) -> list[dict]:
-    """The ledger as flat records (`EXPORT_FIELDS`), for `nlbudget ledger --format csv|json`
-    and the book's downloadable `ledger.csv` / `ledger.json`."""
+    """The ledger as flat records (`EXPORT_FIELDS`): `nlbudget ledger --format csv|json`."""
+    def guards(pc):  # the direction a control guards, where it can fail
+        return pc.get("guards", "") if pc.get("passed") is not None else ""
+
     out = []
     for r in rows:
         pc = r.get("positive_control") or {}
-        rec = {"id": r["id"], "part": r["part"], "chapter": r["chapter"], "kind": r["kind"],
-               "claim": r["claim"], "verdict": r["verdict"], "shows": r.get("shows", ""),
-               "finds": r.get("finds", ""), "reason": r.get("reason", ""),
-               "needs": r.get("needs", ""), "control": r.get("control", ""),
-               "positive_control_passed": pc.get("passed", ""),
-               "positive_control_guards": pc.get("guards", "") if pc.get("passed") is not None
-               else "", "positive_control_scope": pc.get("scope", "")}
+        rec = {**{f: r.get(f, "") for f in EXPORT_FIELDS[:11]}, "positive_control_passed":
+               pc.get("passed", ""), "positive_control_guards": guards(pc),
+               "positive_control_scope": pc.get("scope", "")}
         for k in claims.EVIDENCE:
             e = (r.get("evidence") or {}).get(k) or {}
-            epc = e.get("positive_control") or {}
-            key = k.replace("'", "").replace(" ", "_")
-            rec.update({f"{key}_verdict": e.get("verdict", ""), f"{key}_reads": e.get("reads", "")
-                        if e else "", f"{key}_control_passed": epc.get("passed", ""),
-                        f"{key}_control_guards": epc.get("guards", "")
-                        if epc.get("passed") is not None else "",
-                        f"{key}_stands": e.get("stands", "")})
+            epc, key = e.get("positive_control") or {}, k.replace("'", "").replace(" ", "_")
+            rec.update({f"{key}_verdict": e.get("verdict", ""), f"{key}_reads": e.get("reads", ""),
+                        f"{key}_control_passed": epc.get("passed", ""),
+                        f"{key}_control_guards": guards(epc), f"{key}_stands": e.get("stands", "")})
         out.append({f: ("" if rec[f] is None else rec[f]) for f in EXPORT_FIELDS})
     return out
 
@@ -201,7 +196,6 @@ def export_rows(rows: list[dict]) -> list[dict]:
 def ledger_export(profile: str, fmt: str, results_dir: Path | None = None) -> str:
     """The ledger at `profile` as CSV or JSON (`export_rows`)."""
     import csv
-    import json
 
     recs = export_rows(ledger_rows(profile, results_dir))
     if fmt == "json":
@@ -248,6 +242,18 @@ def evidence_counts(rows: list[dict]) -> str:
         lines.append(f"| {k} | " + " | ".join(str(row[v]) for v in claims.VERDICTS)
                      + f" | {sum(row.values())} |")
     return "\n".join(lines)
+
+
+def unstored_section() -> list[str]:
+    """The text's numbers no stored author file holds (each chapter's `authors.UNSTORED`)."""
+    rows = [u for k in profiles.CHAPTERS if importlib.util.find_spec(
+        mod := profiles.chapter(k).module + ".authors")
+        for u in getattr(importlib.import_module(mod), "UNSTORED", ())]
+    return ["## The text's numbers no stored file holds", "", "The P3 author's result files "
+            "are read on their points wherever they hold a sentence's numbers; these numbers "
+            "of the text are in none of them, so no row can check them against the author's "
+            "own data:", "", *(f"* **{c}** — {what} ({where})" for c, what, where in rows),
+            ""] if rows else []
 
 
 def rules() -> dict[str, str]:
@@ -327,12 +333,10 @@ def _details(r: dict) -> list[str]:
                       if e.get("positive_control") else ""))
     if r.get("parts"):
         out.append("**parts:** " + "; ".join(f"{p}: {v}" for p, v in r["parts"].items()))
-    if r.get("construction"):  # the paper's claim not run: what the book's own construction shows
-        k = r["construction"]
-        out.append(f"**what the book's construction shows** (not the paper's object): "
-                   f"**{k['verdict']}** — {_inline(k['reason'])}"
-                   + ("; parts: " + "; ".join(f"{p}: {v}" for p, v in k["parts"].items())
-                      if k.get("parts") else ""))
+    if k := r.get("construction"):  # the paper's claim not run: what the book's own shows
+        out.append(f"**what the book's construction shows** (not the paper's object): **"
+                   f"{k['verdict']}** — {_inline(k['reason'])}" + "; parts: " * bool(k["parts"])
+                   + "; ".join(f"{p}: {v}" for p, v in k["parts"].items()))
     if r.get("shows"):
         out.append(f"**what it can show:** {r['shows']}")
     if r.get("obtained"):
@@ -432,6 +436,7 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
               "a test of the book's own construction). The whole ledger is also "
               "{download}`ledger.csv <ledger.csv>` and {download}`ledger.json <ledger.json>`.",
               "", *evidence_glance(rows), ""]
+    lines += unstored_section()
     lines += ["## Decision table", "", "Each row's rule as its claim function states it (the "
               "threshold, the control, the interval and its multiplicity), beside the verdict "
               "at each scale; the function's source is folded under its chapter's claims.", "",
@@ -463,8 +468,7 @@ def ledger_markdown(profile: str, results_dir: Path | None = None,
 
 
 def ledger_text(profile: str, results_dir: Path | None = None) -> str:
-    """`nlbudget ledger`: counts per kind and verdict at this profile and at each committed
-    scale, then one line per claim with both verdicts."""
+    """`nlbudget ledger`: counts per kind and verdict at each scale, then a line per claim."""
     rows = ledger_rows(profile, results_dir)
     width = max(len(v) for v in results.VERDICTS)
     out = [f"claims ledger, profile {profile!r}"]
@@ -487,7 +491,7 @@ def ledger_text(profile: str, results_dir: Path | None = None) -> str:
     extra = [p for p in COMMITTED if p != profile]
     out += ["", f"{'claim':<38} {'kind':<11} {profile:<16}" + "".join(f"{p:<16}" for p in extra)]
     def at(r, p):
-        stale = " (stale)" if r.get(f"{p}_row") and r[f"{p}_row"]["stale"] else ""
+        stale = " (stale)" * bool((r.get(f"{p}_row") or {}).get("stale"))
         return f"{(r[f'verdict_{p}'] or '—') + stale:<16}"
 
     for r in rows:

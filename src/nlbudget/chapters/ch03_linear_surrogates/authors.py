@@ -228,3 +228,15 @@ def u_shape(costs) -> tuple[Decision, dict]:
                                                  "middle layers")
                      for name, grp in (("early layers costlier", c[rel < EARLY]),
                                        ("late layers costlier", c[rel >= LATE]))})
+
+
+#: The text's numbers that no stored result file holds (the ledger page lists them): (claim,
+#: the number as the text gives it, where).
+UNSTORED = (
+    ("P3.progressive", "5 of 24 GPT-2 Medium layers (L10–L14) linear at zero cost after 50 "
+     "fine-tuning steps each", "tex lines 51, 416–462"),
+    ("P3.progressive", "L10–L13 linear, 2,000 steps: −10.2 % against the original (the stored "
+     "runs: −9.8 % at 2,000 steps, −13.5 % at 5,000)", "tex lines 479, 484"),
+    ("P3.simultaneous", "all 12 layers linear at once: +246 %, +72 % after 300 fine-tuning "
+     "steps", "tex line 457"),
+)

@@ -348,3 +348,16 @@ def author_gate_auc(low: float, high: float) -> dict:
                                       "over-fitting makes a held-out AUC modest)",
                                       "the author's in-sample AUC beside the held-out one",
                                       guards="both"))
+
+
+#: The text's numbers that no stored result file holds (the ledger page lists them): (claim,
+#: the number as the text gives it, where). The GPT-2 Medium sweeps store one gate
+#: architecture at every layer (`one_architecture`), not the best of four the text counts.
+UNSTORED = (
+    ("P3.gated-negative-regularization", "4 of 23 GPT-2 Medium layers below the baseline with "
+     "the best of four gates; L9 −0.10 %, L6 −0.06 %", "tex lines 37, 204, 335, 357, 407"),
+    ("P3.forty-percent", "39.9 % of positions routed linear, the best of four gates per layer",
+     "tex lines 334, 357"),
+    ("P3.delta-skew", "GPT-2 Medium L12: median δ 0.003, 95th percentile 0.45 (the stored "
+     "forensics hold per-category medians only)", "tex line 315"),
+)
