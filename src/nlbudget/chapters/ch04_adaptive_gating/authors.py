@@ -172,6 +172,54 @@ def one_architecture(gm) -> str:
             "four the text counts (tex line 204), so it cannot answer the sentence")
 
 
+def author_gate_routing(share: float, min_routed: float, max_cost: float) -> dict:
+    """P3's "25–56 % linear routing at < 1 % perplexity cost in GPT-2" (tex lines 19, 213, 633)
+    on the author's sweeps, read on their points with the book's rule (a layer counts where its
+    best gate routes ≥ `min_routed` at a cost below `max_cost`; `share` of the layers): GPT-2
+    Large's sweep holds the best of four gates a layer (its 56.2 % is the text's 56); GPT-2
+    Medium's holds one architecture and cannot answer (`one_architecture`). Every model whose
+    file can answer must hold (`all_of`)."""
+    decs, texts = {}, []
+    for m, t in (("gpt2-large", reference("large_gates")),
+                 ("gpt2-medium", reference("gate_costs").query("model == 'gpt2-medium'"))):
+        ok = (t.routed_pct >= 100 * min_routed) & (t.gate_pct < 100 * max_cost)
+        single, k = one_architecture(t) if "gate_params" in t else "", int(ok.sum())
+        decs[m] = Decision(NOT_RUN, single) if single else Decision(
+            REPRODUCED if k >= share * len(t) else NOT_REPRODUCED, f"{k} of {len(t)} layers' "
+            f"best gates route ≥ {min_routed:.0%} at < {max_cost:.0%} ({k / len(t):.0%}; point "
+            f"estimates as the author reports them) against the rule's {share:.0%}", POSITIVE)
+        texts.append(f"{m}: {int(ok.sum())} of {len(t)} layers route ≥ {min_routed:.0%} at < "
+                     f"{max_cost:.0%} (routed {t.routed_pct.min():.1f}–{t.routed_pct.max():.1f} %)")
+    return evidence(AUTHORS, all_of(decs), reads="points", measured="; ".join(texts),
+                    setting=AUTHOR_FILES + " (scale_test_gpt2_large.json: four gates a layer; "
+                    "bootstrap_ci_gpt2_medium.json: one)",
+                    control=controls.none_needed("the author's trained gates and files"))
+
+
+def author_negative_regularization(medium_share: float) -> dict:
+    """P3's "with gating some layers beat the baseline" in the two parts the text states (tex
+    lines 37, 49, 379): GPT-2 Medium's 4 of 23 with the best of four gates (the stored sweep
+    holds one architecture: `one_architecture`, not run) and GPT-2 Large's 11 of 36 (the
+    four-gate sweep, as `claim_large_gated` reads it), each on the author's points."""
+    gm = reference("gate_costs").query("model == 'gpt2-medium'")
+    lg = reference("large_gates")
+    better, worse = int((gm.gate_pct < 0).sum()), int((gm.gate_pct > 0).sum())
+    single = one_architecture(gm)
+    parts = {"GPT-2 Medium, 4 of 23": Decision(NOT_RUN, single) if single else k_of_n(
+        better, worse, len(gm), medium_share, what="gated layers improve (point estimates)"),
+        "GPT-2 Large, 11 of 36": k_of_n(int((lg.gate_pct < 0).sum()), int((lg.gate_pct > 0).sum()),
+                                        len(lg), PAPER_LARGE_GATED, what="gated layers below the "
+                                        "baseline (point estimates)")}
+    return evidence(AUTHORS, by_parts(parts)[0], reads="points",
+                    measured=f"GPT-2 Medium, the stored best gates (one architecture): {better} "
+                    f"of {len(gm)} layers below the baseline (lowest {gm.gate_pct.min():+.2f} %); "
+                    f"GPT-2 Large, best of four gates: {int((lg.gate_pct < 0).sum())} of "
+                    f"{len(lg)}; the text's 4 of 23 (L9 −0.10 %, L6 −0.06 %) is in no stored file",
+                    setting=AUTHOR_FILES + " (bootstrap_ci_gpt2_medium.json, "
+                    "scale_test_gpt2_large.json; read on points)",
+                    control=controls.none_needed("the author's trained gates and files"))
+
+
 def claim_forty_percent(F, S) -> Claim:
     """P3 (abstract and introduction, tex line 31): "40 % of individual MLP computations can be
     replaced by a single matrix multiply with no measurable degradation". Two parts on the

@@ -9,8 +9,8 @@ from nlbudget.assets import models
 from nlbudget.assets.reference import reference
 from nlbudget.chapters.ch04_adaptive_gating.authors import (
     AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, TOKEN_GAP, author_compound, author_context_vs_token,
-    author_gate_auc, author_two_phase, claim_forty_percent, claim_large_gated,
-    claim_nofly_retention, compound, one_architecture)
+    author_gate_auc, author_gate_routing, author_negative_regularization, author_two_phase,
+    claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
@@ -167,6 +167,7 @@ def claim_gate_routing(F, S) -> Claim:
                          for r in p["per_layer"]) for k, p in F["pair"].items()}
     return decided(
         "P3.gate-routing", dec, tested=TRANSFER, positive=gates_work(F),
+        authors=author_gate_routing(ROUTING_SHARE, MIN_ROUTED, MAX_COST),
         setting=f"{name} on {S['corpus']}, not GPT-2 Medium on WikiText-103",
         measured=f"{name}: d+1 gates route {min(routed):.0%}–{max(routed):.0%}; median gated cost "
         f"{np.median([r['gate']['cost'] for r in rows]):+.2%}; point estimates ≥ 25 % at < 1 %: "
@@ -431,18 +432,8 @@ def claim_gated_negative_regularization(F, S) -> Claim:
     dec = k_of_n(len(k), len(worse), len(rows), PAPER_GATED_IMPROVING,
                  what="gated layers improve (Benjamini–Hochberg, q = 0.05)")
     gm = reference("gate_costs").query("model == 'gpt2-medium'")
-    a_better, a_worse = int((gm.gate_pct < 0).sum()), int((gm.gate_pct > 0).sum())
-    single = one_architecture(gm)  # the text's 4 of 23 is a best of four gates (tex 204)
-    authors = evidence(AUTHORS, Decision(NOT_RUN, single) if single else
-                       k_of_n(a_better, a_worse, len(gm), PAPER_GATED_IMPROVING,
-                              what="gated layers improve (point estimates)"),
-                       measured=f"GPT-2 Medium best gates, the author's point estimates: "
-                       f"{a_better} of {len(gm)} layers below the baseline (lowest "
-                       f"{gm.gate_pct.min():+.2f} %); the text's 4 of 23 (and its L9 −0.10 %, "
-                       "L6 −0.06 %) are in no stored file",
-                       setting=AUTHOR_FILES + " (bootstrap_ci_gpt2_medium.json, best_gate; "
-                       "read on points: its intervals are unpaired spreads)", reads="points",
-                       control=controls.none_needed("the author's trained gates and files"))
+    a_better = int((gm.gate_pct < 0).sum())
+    authors = author_negative_regularization(PAPER_GATED_IMPROVING)
     return decided(
         "P3.gated-negative-regularization", dec, tested=TRANSFER, positive=gates_work(F),
         authors=authors, setting=f"{name} on {S['corpus']}",
