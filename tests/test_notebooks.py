@@ -127,7 +127,11 @@ def test_chapter_writes_valid_results(smoke, key):
 def test_part1_verdicts_at_smoke(smoke):
     doc = results.read("01_gated_mlp_symmetry", "smoke", smoke[0])
     verdicts = {c["id"]: c["verdict"] for c in doc["claims"]}
-    assert set(verdicts.values()) == {"reproduced"}, verdicts
+    # every derivation reproduced, but the rank-r form, which the paper only outlines: the
+    # book's own module is checked (its construction reproduced), the paper's claim not run
+    rank_r = next(c for c in doc["claims"] if c["id"] == "P1.rank-r")
+    assert rank_r["verdict"] == "not run" and rank_r["construction"]["verdict"] == "reproduced"
+    assert set(v for k, v in verdicts.items() if k != "P1.rank-r") == {"reproduced"}, verdicts
     f = doc["figures"]
     assert f["exchange_error_gated"]["linear"] < 1e-12 < f["exchange_error_gated"]["silu"]
 
