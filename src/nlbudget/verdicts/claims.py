@@ -189,6 +189,12 @@ BOOKS_CONSTRUCTION = "the book's construction"
 READS = ("points", "paired intervals", "intervals")
 
 
+def transfer_words(verdict: str) -> str:
+    """A verdict in a transfer's words (`reproduced` → `transfers`, `not reproduced` → `does not
+    transfer`); any other verdict as it is."""
+    return {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(verdict, verdict)
+
+
 def blocked_by(control: dict, finds: str) -> bool:
     """Whether a stored control (`Control.as_dict`) blocks a decision finding `finds`."""
     if control.get("passed") is not False:
@@ -211,8 +217,7 @@ def evidence(kind: str, decision: Decision, *, measured: str, setting: str = "",
     if reads not in READS:
         raise ValueError(f"reads {reads!r} is not one of {READS}")
     d = guarded(decision, control)
-    words = (lambda v: {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(v, v)) \
-        if kind == TRANSFER else (lambda v: v)
+    words = transfer_words if kind == TRANSFER else (lambda v: v)
     return {"verdict": words(d.verdict), "reason": d.reason, "measured": measured,
             "setting": setting, "positive_control": control.as_dict() if control else {},
             "finds": d.finds, "reads": reads, "stands": stands_despite(d, control),
@@ -298,8 +303,7 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
         elif kind and pieces[kind].get("parts"):  # the parts as guarded
             kw["parts"] = pieces[kind]["parts"]
         if kind == TRANSFER and kw.get("parts"):  # a transfer's parts in its own words
-            kw["parts"] = {k: {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(v, v)
-                           for k, v in kw["parts"].items()}
+            kw["parts"] = {k: transfer_words(v) for k, v in kw["parts"].items()}
         # a paper row decided by the author's points: the author's numbers against the text
         if kind == AUTHORS and own.verdict in DECIDING and kw.get("kind", "paper") == "paper" \
                 and pieces[AUTHORS].get("reads") == "points" and not kw.get("shows"):

@@ -8,10 +8,10 @@ import numpy as np
 from nlbudget.assets import models
 from nlbudget.chapters.ch06_preprojection_probes.study import MAIN, MIN_CORRECT
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (DOES_NOT_TRANSFER, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN,
-                                      PARTLY, REPRODUCED, TRANSFERS,
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
                                       REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
-                                      decided, effect, evidence, headline, needs_seeds, null)
+                                      decided, effect, evidence, headline, needs_seeds, null,
+                                      transfer_words)
 
 #: Cached decoding "equals" the uncached forward when their logits differ by at most
 #: NOISE_FACTOR × the frozen base model's own cached-vs-uncached difference (its rounding in
@@ -123,8 +123,7 @@ def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim
         parts = pieces[kind].get("parts") or next(
             p for m, p in kw.get("parts", {}).items() if _kind(m) == kind)
         if kind == TRANSFER:  # a transfer's parts in its own words
-            parts = {k: {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(v, v)
-                     for k, v in parts.items()}
+            parts = {k: transfer_words(v) for k, v in parts.items()}
     return Claim(cid, "; ".join(texts.values()), dec.verdict, reason=dec.reason,
                  control=kw["control"], needs=needs if dec.verdict in (INCONCLUSIVE, NOT_RUN)
                  else "", scale=kw["scale"], positive_control=pc, evidence=pieces,
