@@ -233,3 +233,28 @@ def test_the_texts_numbers_no_stored_file_holds_are_listed_in_one_place():
         assert f"**{cid}**" in lines
     assert "4 of 23" in lines and "39.9 %" in lines and "tex line" in lines
     assert "no stored file holds" in ledger.ledger_markdown("full")
+
+
+def test_the_papers_own_evaluation_file_is_transcribed_and_read():
+    """`bootstrap_ci_gpt2_medium_12k.json` is the paper's evaluation (12,000 tokens, tex line
+    127; baseline 34.76 PPL, tex line 357): transcribed, and the 70 %-of-layers row reads it
+    beside the larger evaluation (before: only the larger file was read)."""
+    from nlbudget.assets.reference import reference
+
+    t = reference("gpt2_medium_12k")
+    assert len(t) == 24 and round(float(t.baseline_ppl.iloc[0]), 2) == 34.76
+    assert set(t.eval_tokens) == {12087} and set(t.gate_params.dropna()) == {6151}
+    ev = _committed("P3.layers-linearizable")["evidence"]["authors' data"]
+    assert "12,000 tokens" in ev["reason"] and "larger evaluation" in ev["reason"]
+    mid = t[t.layer.between(2, 15)].cost_pct  # the text's "layers 2–15 cost 1.6–2.5 %"
+    assert f"{mid.min():.2f}–{mid.max():.2f} %" in ev["measured"]
+
+
+def test_the_linear_probe_file_is_read_and_its_label_said():
+    """`results_linear_probe.json` (AUROC 0.91–0.97) is transcribed and explained on the gate-AUC
+    row: its label is the size of ‖MLP(x)‖, not the gate's (before: neither read nor said)."""
+    from nlbudget.assets.reference import reference
+
+    t = reference("linear_probe")
+    assert list(t.layer) == [3, 10, 13, 18, 22] and t.linear_probe_auroc.min() > 0.9
+    assert "‖MLP(x)‖" in _committed("P3.gate-auc")["author_data"]

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nlbudget.assets.reference import finetune_runs
+from nlbudget.assets.reference import finetune_runs, reference
 from nlbudget.chapters.ch03_linear_surrogates.study import author_costs
 from nlbudget.verdicts import controls
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, Decision, _decision, all_of,
                                       by_parts, evidence)
-from nlbudget.verdicts.readings import points_above
+from nlbudget.verdicts.readings import points_above, points_share
 
 #: P3 §4.9 (Table 'beefy', tex line 479): L10–L13 linear, 2,000 steps, −10.2 % against the
 #: original model.
@@ -156,6 +156,38 @@ def author_layers(model: str, counted: bool = False):
     ref = author_costs()
     t = ref[ref.model == model].sort_values("layer")
     return t[t.layer.isin(PAPER_LAYERS[model])] if counted and model in PAPER_LAYERS else t
+
+
+#: GPT-2 Medium's sweep on the paper's own evaluation split: 12,000 tokens (tex line 127), the
+#: baseline 34.76 PPL the text quotes (tex line 357) — `bootstrap_ci_gpt2_medium_12k.json`,
+#: transcribed in data/reference/p3_gpt2_medium_12k.csv. `p3_all_linear_costs.csv` holds the
+#: author's larger evaluation of the same model (35,839 tokens, baseline 35.10).
+EVAL_12K = ("the paper's evaluation (12,000 tokens, tex line 127; baseline "
+            "{base:.2f} PPL, tex line 357)")
+
+
+def author_cheap_share(edge: float):
+    """"70 % of GPT-2 Medium's layers cost under `edge`" on the author's files, on the layers
+    the paper counts: the paper's own 12,000-token evaluation and the author's larger one, each
+    read on its points (one sweep each), both required (`all_of`: two evaluations of one
+    claim). Returns (Decision, measured text)."""
+    t12 = reference("gpt2_medium_12k")
+    t12 = t12[t12.layer.isin(PAPER_LAYERS["gpt2-medium"])]
+    big = author_layers("gpt2-medium", counted=True)
+    name12 = EVAL_12K.format(base=float(t12.baseline_ppl.iloc[0]))
+    name50 = f"the author's larger evaluation (baseline {float(big.baseline_ppl.iloc[0]):.2f} PPL)"
+    dec = all_of({name: points_share(t.cost_pct / 100, edge, CHEAP_SHARE_AS_STATED,
+                                     "all-linear cost", claims=NEGATIVE)
+                  for name, t in ((name12, t12), (name50, big))})
+    mid = {k: t[t.layer.between(2, 15)].cost_pct for k, t in (("12k", t12), ("large", big))}
+    measured = (f"GPT-2 Medium, the author's all-linear costs of the {len(t12)} layers the paper "
+                f"counts (L1–L23, tex line 161): {name12}: "
+                f"{int((t12.cost_pct < edge * 100).sum())} below 3 % (layers 2–15 "
+                f"{mid['12k'].min():.2f}–{mid['12k'].max():.2f} %); {name50}: "
+                f"{int((big.cost_pct < edge * 100).sum())} below 3 % (layers 2–15 "
+                f"{mid['large'].min():.2f}–{mid['large'].max():.2f} %); the text: 70 %, layers "
+                "2–15 1.6–2.5 %")
+    return dec, measured
 
 
 def _max_cost_points(points: dict) -> Decision:

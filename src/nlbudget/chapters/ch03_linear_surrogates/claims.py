@@ -7,15 +7,15 @@ import numpy as np
 
 from nlbudget.assets import models
 from nlbudget.chapters.ch03_linear_surrogates.authors import (
-    AUTHOR_FILES, CHEAP_SHARE_AS_STATED, EARLY, LATE, MIDDLE, author_lambada,
-    author_layers, author_progressive, author_progressive_control, costlier_by_rank, max_cost,
+    AUTHOR_FILES, EARLY, LATE, MIDDLE, author_cheap_share, author_lambada, author_layers,
+    author_progressive, author_progressive_control, costlier_by_rank, max_cost,
     u_shape)
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, CHEAP_SHARE, author_costs
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, NEGATIVE, NOT_RUN, POSITIVE, REPRODUCTION,
                                       TRANSFER, Claim, Decision, all_of, by_parts, decided, effect,
                                       evidence, needs_seeds, share_of)
-from nlbudget.verdicts.readings import k_of_n, points_share, runs_to_decide
+from nlbudget.verdicts.readings import k_of_n, runs_to_decide
 
 
 #: The pair's MLPs must matter: zeroing all of them must raise perplexity by this much (the
@@ -160,16 +160,9 @@ def claim_layers_linearizable(F, S) -> Claim:
     c = np.array(rep["cost"][v])
     ref = author_costs()
     gm = ref[ref.model == "gpt2-medium"].set_index("layer").cost_pct / 100
-    mid = gm.loc[2:15]
-    counted = author_layers("gpt2-medium", counted=True)
-    authors = evidence(AUTHORS, points_share(counted.cost_pct / 100, CHEAP,
-                                             CHEAP_SHARE_AS_STATED, "all-linear cost",
-                                             claims=NEGATIVE),
-                       measured=f"GPT-2 Medium, the author's all-linear costs of the "
-                       f"{len(counted)} layers the paper counts (L1–L23, tex line 161): "
-                       f"{int((counted.cost_pct < CHEAP * 100).sum())} below 3 % "
-                       f"({(counted.cost_pct < CHEAP * 100).mean():.1%}; the text: 70 %)",
-                       setting=AUTHOR_FILES, reads="points",
+    share, text = author_cheap_share(CHEAP)
+    authors = evidence(AUTHORS, share, measured=text, setting=AUTHOR_FILES + "; and in "
+                       "data/reference/p3_gpt2_medium_12k.csv", reads="points",
                        control=controls.none_needed("the author's trained model and files"))
     return decided(
         "P3.layers-linearizable", share_of(ivs, share=CHEAP_SHARE, what="3 % − cost",
@@ -183,9 +176,8 @@ def claim_layers_linearizable(F, S) -> Claim:
         f"{max(rep['cost']['plain']):+.0%}",
         control="the paper's 3 % threshold per layer; intervals over eval windows, "
         "Bonferroni-corrected over layers",
-        author_data=f"GPT-2 Medium: {int((gm < CHEAP).sum())} of {len(gm)} layers < 3 %; layers "
-        f"2–15 cost {mid.min():.2%}–{mid.max():.2%} (the text: 1.6–2.5 %); layer 0 "
-        f"{gm.loc[0]:+,.0%}", scale=_scale(F, S),
+        author_data=text + f"; layer 0 {gm.loc[0]:+,.0%} (the larger evaluation)",
+        scale=_scale(F, S),
         needs="more evaluation windows: the corrected intervals are too wide to place "
         "enough layers on either side of 3 %",
         note="a gated-SiLU model on Python docs, not GPT-2 on WikiText")

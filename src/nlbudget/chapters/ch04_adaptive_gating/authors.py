@@ -398,6 +398,19 @@ def author_gate_auc(low: float, high: float) -> dict:
                                       guards="both"))
 
 
+def author_linear_probe() -> str:
+    """`results_linear_probe.json`, read and explained: its high AUROCs answer another
+    question than the gate's (what the label is decides what an AUC means)."""
+    t = reference("linear_probe")
+    return (f"the author's results_linear_probe.json (GPT-2 Medium, layers "
+            f"{', '.join(map(str, t.layer))}; not in the text): a linear probe on the MLP input "
+            f"reaches AUROC {t.linear_probe_auroc.min():.2f}–{t.linear_probe_auroc.max():.2f} "
+            f"(a one-hidden-layer probe {t.mlp_probe_auroc.min():.2f}–"
+            f"{t.mlp_probe_auroc.max():.2f}), but its label is whether ‖MLP(x)‖ lies above its "
+            "median — the size of the MLP's output, not whether the linear fit suffices — so "
+            "it does not bear on the gate's AUC")
+
+
 #: The text's numbers that no stored result file holds (the ledger page lists them): (claim,
 #: the number as the text gives it, where). The GPT-2 Medium sweeps store one gate
 #: architecture at every layer (`one_architecture`), not the best of four the text counts.

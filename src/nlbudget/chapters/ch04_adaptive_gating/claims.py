@@ -9,8 +9,8 @@ from nlbudget.assets import models
 from nlbudget.assets.reference import reference
 from nlbudget.chapters.ch04_adaptive_gating.authors import (
     AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, TOKEN_GAP, author_compound, author_context_vs_token,
-    author_gate_auc, author_gate_routing, author_negative_regularization, author_two_phase,
-    claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
+    author_gate_auc, author_gate_routing, author_linear_probe, author_negative_regularization,
+    author_two_phase, claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
@@ -247,7 +247,7 @@ def claim_gate_auc(F, S) -> Claim:
                    control="chance (0.5, a gate that does not rank) and the paper's band; "
                    "intervals over held-out windows, Bonferroni-corrected over layers",
                    needs=_needs_windows(need, S["select_windows"], "held-out select windows"),
-                   scale=_scale(F, S))
+                   scale=_scale(F, S), author_data=author_linear_probe())
 
 
 def claim_larger_gates(F, S) -> Claim:
