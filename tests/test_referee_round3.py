@@ -258,3 +258,18 @@ def test_the_linear_probe_file_is_read_and_its_label_said():
     t = reference("linear_probe")
     assert list(t.layer) == [3, 10, 13, 18, 22] and t.linear_probe_auroc.min() > 0.9
     assert "‖MLP(x)‖" in _committed("P3.gate-auc")["author_data"]
+
+
+def test_the_u_shape_uses_the_groups_the_paper_names_for_each_model():
+    """GPT-2 Medium's boundary layers are the first and the last (tex line 35: layers 2–15 are
+    cheap), not the first 9 % of depth, which took in the cheap L1–L2 (before: the early part
+    read inconclusive on the author's sweep). A one-layer group, which no rank test can decide,
+    is read on its points, and can say no."""
+    a3 = importlib.import_module("nlbudget.chapters.ch03_linear_surrogates.authors")
+    cost = a3.author_layers("gpt2-medium").cost_pct.to_numpy() / 100  # the author's sweep
+    assert a3.u_shape(cost)[1]["early layers costlier"] == INC  # relative depth: L0–L2
+    dec, parts = a3.u_shape(cost, a3.PAPER_GROUPS["gpt2-medium"])
+    assert parts == {"early layers costlier": R, "late layers costlier": R}
+    flat = [0.01] + [0.02] * 22 + [0.03]  # the first layer the cheapest: no U at the entry
+    assert a3.u_shape(flat, a3.PAPER_GROUPS["gpt2-medium"])[1]["early layers costlier"] == NR
+    assert _committed("P3.u-shape")["evidence"]["authors' data"]["parts"] == parts

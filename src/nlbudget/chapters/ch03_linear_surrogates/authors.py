@@ -5,6 +5,8 @@ fine-tuning runs (`p3_finetune.csv`) beside the pair's progressive runs."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -247,19 +249,47 @@ EARLY, LATE, MIDDLE = 0.09, 0.875, (0.2, 0.5)
 U_ALPHA = 0.05
 
 
-def u_shape(costs) -> tuple[Decision, dict]:
+#: The paper's own boundary and middle layers where it names them per model: Pythia-2.8B's
+#: L0–L2 and L28–L31 against L7–L15 (tex line 546); GPT-2 Medium's "lone exceptions are the
+#: first layer (catastrophic) and the last" against layers 2–15 (tex line 35). Other models
+#: (the transfer): the relative-depth groups EARLY, LATE, MIDDLE.
+PAPER_GROUPS = {"pythia-2.8b": ((0, 1, 2), (28, 29, 30, 31), tuple(range(7, 16))),
+                "gpt2-medium": ((0,), (23,), tuple(range(2, 16)))}
+
+
+def above_group(grp, mid, text: str) -> Decision:
+    """`ranks_above`, or, where no rank test can reach U_ALPHA (a one-layer group against n
+    middle layers: the smallest one-sided p is 1 / (n + 1)), the points as the author reports
+    them: reproduced when every boundary layer costs more than every middle layer, not
+    reproduced when every one costs less, else inconclusive."""
+    grp, mid = np.asarray(grp, float), np.asarray(mid, float)
+    if 1 / math.comb(len(grp) + len(mid), len(grp)) < U_ALPHA:
+        return ranks_above(grp, mid, text)
+    text += (f": no rank test of {len(grp)} against {len(mid)} layers reaches p < {U_ALPHA}; "
+             f"points: {', '.join(f'{x:+.2%}' for x in grp)} against the middle's "
+             f"{mid.min():+.2%}…{mid.max():+.2%}")
+    return (Decision(REPRODUCED, text, POSITIVE) if grp.min() > mid.max() else
+            Decision(NOT_REPRODUCED, text, NEGATIVE) if grp.max() < mid.min() else
+            Decision(INCONCLUSIVE, text))
+
+
+def u_shape(costs, groups=None) -> tuple[Decision, dict]:
     """Per-layer costs (in layer order) → (decision, parts): the early boundary layers cost
     more than the middle ones, and so do the late ones — each by a one-sided Mann–Whitney rank
     test over layers at U_ALPHA (ranks: one catastrophic layer, such as layer 0, counts as one
-    layer, not as its size): reproduced when the boundary group ranks above the middle, not
-    reproduced when it ranks below, else inconclusive."""
+    layer, not as its size; `above_group`): reproduced when the boundary group ranks above the
+    middle, not reproduced when it ranks below, else inconclusive. `groups`: the paper's own
+    (early, late, middle) layers (PAPER_GROUPS); else by relative depth."""
     c = np.asarray(costs, float)
-    rel = np.arange(len(c)) / len(c)
-    mid = c[(rel >= MIDDLE[0]) & (rel < MIDDLE[1])]
-    return by_parts({name: ranks_above(grp, mid, f"{len(grp)} {name.split()[0]} vs {len(mid)} "
+    if groups is None:
+        rel = np.arange(len(c)) / len(c)
+        groups = tuple(np.flatnonzero(m) for m in (rel < EARLY, rel >= LATE,
+                                                   (rel >= MIDDLE[0]) & (rel < MIDDLE[1])))
+    early, late, mid = (c[list(g)] for g in groups)
+    return by_parts({name: above_group(grp, mid, f"{len(grp)} {name.split()[0]} vs {len(mid)} "
                                                  "middle layers")
-                     for name, grp in (("early layers costlier", c[rel < EARLY]),
-                                       ("late layers costlier", c[rel >= LATE]))})
+                     for name, grp in (("early layers costlier", early),
+                                       ("late layers costlier", late))})
 
 
 #: The text's numbers that no stored result file holds (the ledger page lists them): (claim,

@@ -7,8 +7,8 @@ import numpy as np
 
 from nlbudget.assets import models
 from nlbudget.chapters.ch03_linear_surrogates.authors import (
-    AUTHOR_FILES, EARLY, LATE, MIDDLE, author_cheap_share, author_lambada, author_layers,
-    author_progressive, author_progressive_control, costlier_by_rank, max_cost,
+    AUTHOR_FILES, EARLY, LATE, MIDDLE, PAPER_GROUPS, author_cheap_share, author_lambada,
+    author_layers, author_progressive, author_progressive_control, costlier_by_rank, max_cost,
     u_shape)
 from nlbudget.chapters.ch03_linear_surrogates.study import CHEAP, CHEAP_SHARE, author_costs
 from nlbudget.verdicts import controls, stats
@@ -401,12 +401,12 @@ def claim_u_shape(F, S) -> Claim:
     """P3: "a striking U-shaped nonlinearity demand curve: boundary layers (L0–L2 and L28–L31)
     are expensive to linearize, while middle layers (L7–L15) are cheap" (Pythia-2.8B, "mirrors
     GPT-2 Medium"). Two parts (`u_shape`): early and late boundary layers each cost more than
-    the middle ones (rank tests over layers, groups by relative depth, EARLY, LATE and MIDDLE); the
-    author's sweeps of Pythia-2.8B and GPT-2 Medium (each part on both models, `all_of`), then
-    SmolLM2 as a transfer."""
+    the middle ones; the author's sweeps of Pythia-2.8B and GPT-2 Medium with the groups the
+    paper names for each (PAPER_GROUPS; each part on both models, `all_of`), then SmolLM2 as a
+    transfer (groups by relative depth, EARLY, LATE and MIDDLE)."""
     by_part, texts = {}, []  # part -> model -> decision: each stated part on every model
     for m in ("pythia-2.8b", "gpt2-medium"):
-        dec, parts = u_shape(author_layers(m).cost_pct.to_numpy() / 100)
+        dec, parts = u_shape(author_layers(m).cost_pct.to_numpy() / 100, PAPER_GROUPS[m])
         for k, d in dec.parts.items():
             by_part.setdefault(k, {})[m] = d
         texts.append(f"{m}: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
@@ -426,7 +426,8 @@ def claim_u_shape(F, S) -> Claim:
                    + ", ".join(f"{k}: {v}" for k, v in parts.items())
                    + f"; per-layer cost first {c[0]:+.1%}, middle median "
                    f"{np.median(c[int(MIDDLE[0] * n):int(MIDDLE[1] * n)]):+.1%}, last {c[-1]:+.1%}",
-                   control="the middle layers' costs (relative depth 20–50 %), over layers",
+                   control="the middle layers' costs, over layers (the paper's middle layers for "
+                   "its models; relative depth 20–50 % for the transfer)",
                    needs="a model with more layers (each group holds a few layers)",
                    scale=_scale(F, S))
 
