@@ -554,12 +554,13 @@ def test_ch04_context_not_token():
 
     def transfer(F):
         """The author's own AUC files decide the headline on their points, by the paper's
-        criterion (tex line 139: context ≈ full ≫ token): context within 0.004 of full at every
-        layer holds; full beats token by more than 0.004 at 5 of 7 layers, short of 80 %: partly.
-        The transfer is judged beside them."""
+        criterion (tex line 139: context ≈ full ≫ token), on the 6 layers whose token and
+        context parts are not collinear (Pythia-410M's L0 is left out): context within 0.004 of
+        full at every one holds; full beats token by more than 0.004 at 5 of 6 (≥ 80 %). The
+        transfer is judged beside them."""
         c = c4.claim_context_not_token(F, S)
-        assert c.verdict == P and c.reason.startswith("authors' data")
-        assert c.parts == {"context ≈ full": R, "full ≫ token": NR}
+        assert c.verdict == R and c.reason.startswith("authors' data")
+        assert c.parts == {"context ≈ full": R, "full ≫ token": R}
         return {TR: R, DNT: NR}.get(c.evidence["transfer"]["verdict"],
                                     c.evidence["transfer"]["verdict"])
 

@@ -273,3 +273,23 @@ def test_the_u_shape_uses_the_groups_the_paper_names_for_each_model():
     flat = [0.01] + [0.02] * 22 + [0.03]  # the first layer the cheapest: no U at the entry
     assert a3.u_shape(flat, a3.PAPER_GROUPS["gpt2-medium"])[1]["early layers costlier"] == NR
     assert _committed("P3.u-shape")["evidence"]["authors' data"]["parts"] == parts
+
+
+def test_a_layer_whose_token_and_context_parts_are_collinear_tests_neither_part(monkeypatch):
+    """Pythia-410M's L0: the author's token and context parts point the same way (cos 0.975),
+    so its token gate is its context gate; it is left out of both parts, whichever way it
+    points (before: it counted as a layer where the full gate does not beat the token gate)."""
+    import pandas as pd
+
+    a4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
+    row = dict(model="m", full=0.58, token_only=0.55, context_only=0.58, cos_token_context=0.1)
+    t = pd.DataFrame([{**row, "layer": l} for l in range(4)]
+                     + [{**row, "layer": l, "token_only": 0.58, "cos_token_context": 0.97}
+                        for l in (4, 5)])
+    monkeypatch.setattr(a4, "reference", lambda name: t)
+    ev = a4.author_context_vs_token()
+    assert ev["verdict"] == R and "4 layers" in ev["measured"] and "m L5 left out" in ev["measured"]
+    t.loc[4:5, "cos_token_context"] = 0.5  # not collinear: they count, and 4 of 6 < 80 %
+    assert a4.author_context_vs_token()["parts"]["full ≫ token"] == NR
+    assert "pythia-410m L0 left out" in _committed(
+        "P3.context-not-token")["evidence"]["authors' data"]["measured"]

@@ -124,7 +124,9 @@ def gating(src: Path, out: Path):
             a = x["gates_median"]
             rows.append({"model": model, "layer": x["layer"], "full": a["full"]["auc"],
                          "token_only": a["token_only"]["auc"],
-                         "context_only": a["context_only"]["auc"], "source": name})
+                         "context_only": a["context_only"]["auc"],
+                         "cos_token_context": x["decomposition"]["cos_token_context_mean"],
+                         "source": name})
     write(rows, out / "p3_context_vs_token.csv")
     rows = []
     for model, name in (("gpt2-medium", "compound_ci_gpt2_medium.json"),

@@ -306,23 +306,36 @@ TOKEN_GAP = CONTEXT_MARGIN
 LAYER_SHARE = 0.8
 
 
+#: A layer whose token and context parts point the same way (mean |cos| at least COLLINEAR)
+#: has no context separable from its token: its three gates read one input, and it can test
+#: neither part (Pythia-410M's L0: cos 0.975 in the author's file; GPT-2 Medium's layers sit
+#: near −0.35, tex line 256). The book's bound, the same for every layer and model.
+COLLINEAR = 0.9
+
+
 def author_context_vs_token() -> dict:
     """P3's token/context table (context_vs_token_*.json: AUCs without intervals) read on its
-    points: context within ±CONTEXT_MARGIN of full at every stored layer (as the paper says);
-    full above token by more than TOKEN_GAP at LAYER_SHARE of them."""
+    points, on the layers whose token and context parts are not collinear (COLLINEAR): context
+    within ±CONTEXT_MARGIN of full at every such layer (as the paper says); full above token by
+    more than TOKEN_GAP at LAYER_SHARE of them."""
     ref = reference("context_vs_token")
+    out = ref[ref.cos_token_context.abs() >= COLLINEAR]
+    ref = ref[ref.cos_token_context.abs() < COLLINEAR]
     gap = ref.full - ref.token_only
     dec, _ = by_parts({"context ≈ full": points_within(ref.context_only - ref.full,
                                                        CONTEXT_MARGIN, "context − full AUC"),
                        "full ≫ token": points_share(gap, TOKEN_GAP, LAYER_SHARE,
                                                     "full − token AUC", below=False)})
+    left = "; ".join(f"{r.model} L{r.layer} left out (token and context parts collinear, cos "
+                     f"{r.cos_token_context:.3f}: one input, three names)"
+                     for r in out.itertuples())
     return evidence(
         AUTHORS, dec, setting=AUTHOR_FILES + " (context_vs_token_*.json: AUCs without "
         "intervals, so read on their point estimates)", reads="points",
         measured="GPT-2 Medium and Pythia-410M, " + f"{len(ref)} layers: context − full "
         f"{(ref.context_only - ref.full).min():+.4f} to {(ref.context_only - ref.full).max():+.4f}"
         f"; full − token {gap.min():+.4f} to {gap.max():+.4f} (token {ref.token_only.min():.3f}–"
-        f"{ref.token_only.max():.3f})",
+        f"{ref.token_only.max():.3f})" + (f"; {left}" if left else ""),
         control=controls.Control("the author's full gates beat chance (AUC > 0.5 at every "
                                  "layer, point estimates)", f"{ref.full.min():.3f}–"
                                  f"{ref.full.max():.3f}", bool((ref.full > 0.5).all()),
