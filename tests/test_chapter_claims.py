@@ -17,7 +17,7 @@ from nlbudget.chapters import (ch01_gated_mlp_symmetry as c1, ch02_does_symmetry
                                ch07_budget_atlas as c7)
 
 R, NR, INC, NRUN, P = "reproduced", "not reproduced", "inconclusive", "not run", "partly"
-TR, DNT = "transfers", "does not transfer"
+TR, PTR, DNT = "transfers", "partly transfers", "does not transfer"
 #: a learning curve at its plateau: every sample's training passed its positive control
 FLAT = [3.0] * 20
 REGISTRY = {r["id"]: r for r in results.claims_registry()}
@@ -39,9 +39,9 @@ def verdict(fn, F, S):
         assert c.verdict == "not run" and c.shows == "the book's construction"  # verdict kept
         c = type(c)(c.id, c.measured, c.construction["verdict"], control=c.control or "c",
                     needs=c.needs or "n", kind="book", parts=c.construction["parts"])
-    if c.verdict in (TR, DNT):
+    if c.verdict in (TR, PTR, DNT):
         assert c.evidence["transfer"]["verdict"] == c.verdict
-    v = {TR: R, DNT: NR}.get(c.verdict, c.verdict)
+    v = {TR: R, PTR: P, DNT: NR}.get(c.verdict, c.verdict)
     SEEN.setdefault(fn.__name__, set()).add(v)
     return v
 
@@ -278,7 +278,7 @@ def book(c):
     """The verdict of the book's own experiment in a paper row (its transfer or reproduction),
     in the rule's words."""
     e = c.evidence.get("transfer") or c.evidence["reproduction"]
-    return {TR: R, DNT: NR}.get(e["verdict"], e["verdict"])
+    return {TR: R, PTR: P, DNT: NR}.get(e["verdict"], e["verdict"])
 
 
 def test_ch03_layers_linearizable():
@@ -561,7 +561,7 @@ def test_ch04_context_not_token():
         c = c4.claim_context_not_token(F, S)
         assert c.verdict == R and c.reason.startswith("authors' data")
         assert c.parts == {"context ≈ full": R, "full ≫ token": R}
-        return {TR: R, DNT: NR}.get(c.evidence["transfer"]["verdict"],
+        return {TR: R, PTR: P, DNT: NR}.get(c.evidence["transfer"]["verdict"],
                                     c.evidence["transfer"]["verdict"])
 
     ok = dict(ctx_diff=(0.0, -0.002, 0.002))  # within the paper's 0.004
@@ -1090,14 +1090,14 @@ def test_ch06_comprehension_in_three_parts():
     # LoRA learned nothing: "LoRA does not help comprehension" is no verdict, while
     # pre-projection helping it stands (the control guards the negative findings)
     c = fn(f06c((0.02, 0.1), (-0.01, 0.01), lora_ppl=(0.01, 0.05)), S)
-    assert c.verdict == P and c.parts["LoRA not comprehension"] == INC
+    assert c.verdict == PTR and c.parts["LoRA not comprehension"] == INC
     assert "off the frozen base" in c.evidence["transfer"]["reason"]
     assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01), seeds=(0,)), S) == INC  # one seed
     assert verdict(fn, f06c((0.02, 0.1), (-0.01, 0.01), base_acc=0.05), S) == NRUN
     F = f06c((0.02, 0.1), (-0.01, 0.01))
     F["studies"]["smollm2-135m"]["pre"]["train_loss"] = list(range(20, 0, -1))  # no plateau
     c = fn(F, S)
-    assert c.verdict == P and c.parts["pre-projection helps comprehension"] == "transfers"
+    assert c.verdict == PTR and c.parts["pre-projection helps comprehension"] == "transfers"
     F = f06c((-0.1, -0.05), (0.05, 0.1))
     F["studies"]["smollm2-135m"]["pre"]["train_loss"] = list(range(20, 0, -1))
     c = fn(F, S)
@@ -1401,7 +1401,7 @@ def test_every_claim_function_reaches_every_verdict(monkeypatch):
             def recorded(F, S, fn=fn):
                 c = fn(F, S)  # the headline and each piece of evidence, in the rule's words
                 SEEN.setdefault(fn.__name__, set()).update(
-                    {TR: R, DNT: NR}.get(v, v)
+                    {TR: R, PTR: P, DNT: NR}.get(v, v)
                     for v in (c.verdict, *(e["verdict"] for e in c.evidence.values()),
                               *([c.construction["verdict"]] if c.construction else [])))
                 return c

@@ -88,13 +88,15 @@ def test_no_residual_carrying_arm_in_an_attention_only_comparison():
 
 
 def test_transfer_only_parts_read_in_transfer_words():
-    """A transfer's parts read `transfers` / `does not transfer`, like its headline (before,
-    P3.u-shape's parts read `reproduced` from SmolLM2 alone); a row with a transfer headline
-    and parts in the paper's words is refused at construction."""
+    """A transfer's parts read `transfers` / `does not transfer`, and its split headline
+    `partly transfers` (before, P3.u-shape's parts read `reproduced` from SmolLM2 alone, and
+    P3.delta-skew `partly`); a row with a transfer headline and parts in the paper's words is
+    refused at construction."""
     dec, _ = V.by_parts({"early": V.Decision(R, "e", V.POSITIVE),
                          "late": V.Decision(NR, "l", V.NEGATIVE)})
     c = V.decided("P3.x", dec, positive=NONE, tested=V.TRANSFER, measured="m", control="c")
-    assert c.verdict == P and c.parts == {"early": V.TRANSFERS, "late": V.DOES_NOT_TRANSFER}
+    assert c.verdict == V.PARTLY_TRANSFERS == c.evidence[V.TRANSFER]["verdict"]
+    assert c.parts == {"early": V.TRANSFERS, "late": V.DOES_NOT_TRANSFER}
     with pytest.raises(ValueError, match="transfer alone"):
         V.Claim("P3.x", "m", V.TRANSFERS, control="c", parts={"a": R, "b": R},
                 evidence={V.TRANSFER: {"verdict": V.TRANSFERS, "reason": "r"}})
@@ -293,3 +295,13 @@ def test_a_layer_whose_token_and_context_parts_are_collinear_tests_neither_part(
     assert a4.author_context_vs_token()["parts"]["full ≫ token"] == NR
     assert "pythia-410m L0 left out" in _committed(
         "P3.context-not-token")["evidence"]["authors' data"]["measured"]
+
+
+def test_a_transfer_piece_in_the_papers_words_is_refused():
+    """A transfer piece reading `partly` (or `reproduced`) is refused at construction: P3.delta-
+    skew, decided on SmolLM2 alone, reads `partly transfers` (before: `partly`)."""
+    ev = {"verdict": P, "reason": "r"}
+    with pytest.raises(ValueError, match="own words"):
+        V.Claim("P3.x", "m", P, control="c", parts={"a": V.TRANSFERS, "b": V.DOES_NOT_TRANSFER},
+                evidence={V.TRANSFER: ev})
+    assert _committed("P3.delta-skew")["verdict"] == V.PARTLY_TRANSFERS

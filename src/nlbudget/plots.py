@@ -57,6 +57,7 @@ def learning_curves(ax, groups: dict, steps: int, colors=None) -> None:
 
 #: One colour per verdict, the same on the ledger page and in the chapters.
 VERDICT_COLORS = {"reproduced": "#2e8b57", "transfers": "#66c2a4", "partly": "#9acd32",
+                  "partly transfers": "#c5e384",
                   "inconclusive": "#c8c8c8", "not reproduced": "#c0392b",
                   "does not transfer": "#e6957f", "not run": "#f0f0f0"}
 

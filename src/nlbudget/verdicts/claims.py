@@ -12,9 +12,10 @@ the claim names, and uses an interval:
 * `not run` — not measured at this profile, with the reason;
 * `partly` — a claim of several stated parts, of which some hold: the row names each part's
   verdict;
-* `transfers` / `does not transfer` — what `reproduced` / `not reproduced` read as where the
-  only decided evidence is a *transfer*: the paper's question asked of another model than
-  the paper's (a claim tested on SmolLM2 alone never reads `not reproduced`).
+* `transfers` / `partly transfers` / `does not transfer` — what `reproduced` / `partly` /
+  `not reproduced` read as where the only decided evidence is a *transfer*: the paper's
+  question asked of another model than the paper's (a claim tested on SmolLM2 alone never
+  reads `not reproduced`).
 
 Before a rule may decide, the experiment passes its positive control
 (`nlbudget.verdicts.controls`): a failed control gives `inconclusive`, naming it. Each paper row
@@ -34,7 +35,7 @@ from nlbudget.verdicts.controls import Control
 # the verdict words and the rules, re-exported: chapters import them from here
 from nlbudget.verdicts.decisions import (  # noqa: F401
     DECIDING, DOES_NOT_TRANSFER, INCONCLUSIVE, MIN_SEEDS, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
-    PARTLY, POSITIVE, REPRODUCED, TRANSFERS, VERDICTS, Decision, _decision, _finding, all_of,
+    PARTLY, PARTLY_TRANSFERS, POSITIVE, REPRODUCED, TRANSFER_WORDS, TRANSFERS, VERDICTS, Decision, _decision, _finding, all_of,
     any_of, beyond, by_parts, combine, derivation, effect, majority, needs_seeds, null,
     over_runs, share_of)
 
@@ -111,9 +112,13 @@ class Claim:
                                                        e.get("finds", "")):
                 raise ValueError(f"{self.id}: its {k} decides although its control failed "
                                  "in the direction it guards")
-            if k != TRANSFER and e["verdict"] in (TRANSFERS, DOES_NOT_TRANSFER):
+            if k != TRANSFER and e["verdict"] in TRANSFER_WORDS.values():
                 raise ValueError(f"{self.id}: only a transfer reads {e['verdict']!r}")
-        if self.verdict in (TRANSFERS, DOES_NOT_TRANSFER) and \
+        if (self.evidence.get(TRANSFER) or {}).get("verdict") in (REPRODUCED, PARTLY,
+                                                                 NOT_REPRODUCED):
+            raise ValueError(f"{self.id}: a transfer reads in its own words "
+                             f"({', '.join(TRANSFER_WORDS.values())})")
+        if self.verdict in TRANSFER_WORDS.values() and \
                 (self.evidence.get(TRANSFER) or {}).get("verdict") != self.verdict:
             raise ValueError(f"{self.id}: {self.verdict!r} is a transfer's word; no transfer "
                              "evidence reads it")
@@ -128,7 +133,7 @@ class Claim:
                 v in (REPRODUCED, NOT_REPRODUCED) for v in self.parts.values()):
             raise ValueError(f"{self.id}: its parts rest on a transfer alone and must read "
                              f"{TRANSFERS!r} / {DOES_NOT_TRANSFER!r}: {self.parts}")
-        if self.verdict == PARTLY:
+        if self.verdict in (PARTLY, PARTLY_TRANSFERS):
             held = [p for p, v in self.parts.items() if v in (REPRODUCED, TRANSFERS)]
             if len(self.parts) < 2 or not held or len(held) == len(self.parts):
                 raise ValueError(f"{self.id}: 'partly' needs several parts, some holding: "
@@ -190,9 +195,10 @@ READS = ("points", "paired intervals", "intervals")
 
 
 def transfer_words(verdict: str) -> str:
-    """A verdict in a transfer's words (`reproduced` → `transfers`, `not reproduced` → `does not
-    transfer`); any other verdict as it is."""
-    return {REPRODUCED: TRANSFERS, NOT_REPRODUCED: DOES_NOT_TRANSFER}.get(verdict, verdict)
+    """A verdict in a transfer's words (`TRANSFER_WORDS`: `reproduced` → `transfers`, `partly`
+    → `partly transfers`, `not reproduced` → `does not transfer`); any other verdict as it
+    is."""
+    return TRANSFER_WORDS.get(verdict, verdict)
 
 
 def blocked_by(control: dict, finds: str) -> bool:

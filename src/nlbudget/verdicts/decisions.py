@@ -12,11 +12,15 @@ from nlbudget.verdicts import stats
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN, PARTLY = (
     "reproduced", "not reproduced", "inconclusive", "not run", "partly")
-TRANSFERS, DOES_NOT_TRANSFER = "transfers", "does not transfer"
-VERDICTS = (REPRODUCED, TRANSFERS, PARTLY, NOT_REPRODUCED, DOES_NOT_TRANSFER, INCONCLUSIVE,
-            NOT_RUN)
+TRANSFERS, PARTLY_TRANSFERS, DOES_NOT_TRANSFER = (
+    "transfers", "partly transfers", "does not transfer")
+#: What `reproduced`, `partly` and `not reproduced` read as where a transfer alone decides.
+TRANSFER_WORDS = {REPRODUCED: TRANSFERS, PARTLY: PARTLY_TRANSFERS,
+                  NOT_REPRODUCED: DOES_NOT_TRANSFER}
+VERDICTS = (REPRODUCED, TRANSFERS, PARTLY, PARTLY_TRANSFERS, NOT_REPRODUCED, DOES_NOT_TRANSFER,
+            INCONCLUSIVE, NOT_RUN)
 #: The verdicts that decide: a row may carry one only if its positive control passed.
-DECIDING = (REPRODUCED, TRANSFERS, PARTLY, NOT_REPRODUCED, DOES_NOT_TRANSFER)
+DECIDING = (REPRODUCED, TRANSFERS, PARTLY, PARTLY_TRANSFERS, NOT_REPRODUCED, DOES_NOT_TRANSFER)
 
 #: Training claims: fewer seeds than this never decide (a single seed is never evidence).
 MIN_SEEDS = 2
@@ -215,9 +219,14 @@ def _common_finding(decisions) -> str:
 
 def all_of(decisions: dict[str, Decision]) -> Decision:
     """One claim tested on several models (not several stated parts): reproduced if it holds on
-    every model, not reproduced if it fails beyond the uncertainty on any, else inconclusive."""
+    every model, not reproduced if it fails beyond the uncertainty on any, else inconclusive.
+    A model whose evidence cannot answer the claim (`not run`) is left out and named first: the
+    verdict is that of the models judged, and says which they are."""
     vs = {k: d.verdict for k, d in decisions.items() if d.verdict != NOT_RUN}
     text = "; ".join(f"{k}: {d.verdict} ({d.reason})" for k, d in decisions.items())
+    if vs and len(vs) < len(decisions):  # a model that cannot be judged is said, not counted
+        text = (f"judged on {', '.join(vs)} alone ({len(decisions) - len(vs)} of "
+                f"{len(decisions)} not run): " + text)
     keep = dict(parts=dict(decisions), join="all")
     if not vs:
         return Decision(NOT_RUN, text, **keep)

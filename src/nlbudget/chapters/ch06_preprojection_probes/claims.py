@@ -8,7 +8,8 @@ import numpy as np
 from nlbudget.assets import models
 from nlbudget.chapters.ch06_preprojection_probes.study import MAIN, MIN_CORRECT
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY,
+                                      PARTLY_TRANSFERS, REPRODUCED,
                                       REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
                                       decided, effect, evidence, headline, needs_seeds, null,
                                       transfer_words)
@@ -119,7 +120,8 @@ def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim
     pc = pieces[kind]["positive_control"] if kind else {}
     needs = "; ".join([c.why() for c in failed] + [kw["needs"]])
     parts = {}
-    if dec.verdict == PARTLY:  # the parts of the model that sets the headline, as guarded
+    if dec.verdict in (PARTLY, PARTLY_TRANSFERS):  # the parts of the model that sets the
+        # headline, as guarded
         parts = pieces[kind].get("parts") or next(
             p for m, p in kw.get("parts", {}).items() if _kind(m) == kind)
         if kind == TRANSFER:  # a transfer's parts in its own words
