@@ -532,13 +532,21 @@ def test_ch04_gate_against_random_routing():
 
 
 def test_ch04_auc():
+    """The headline is the author's held-out AUCs against the text's band (a consistency
+    check, reproduced); the book's own gates are the transfer, judged by the rule here."""
     S = settings(c4)
-    assert verdict(c4.claim_gate_auc, f04(), S) == R
+
+    def tr(F):
+        c = c4.claim_gate_auc(F, S)
+        assert c.verdict == R and c.reason.startswith("authors' data")
+        v = c.evidence["transfer"]["verdict"]
+        return {TR: R, PTR: P, DNT: NR}.get(v, v)
+    assert tr(f04()) == R
     # a gate at chance is outside the paper's band (0.54–0.61): the claim fails
-    assert verdict(c4.claim_gate_auc, f04(auc=(0.5, 0.48, 0.52)), S) == NR
-    assert verdict(c4.claim_gate_auc, f04(auc=(0.4, 0.38, 0.42)), S) == NR
-    assert verdict(c4.claim_gate_auc, f04(auc=(0.8, 0.78, 0.82)), S) == NR  # not modest
-    assert verdict(c4.claim_gate_auc, f04(auc=(0.55, 0.45, 0.7)), S) == INC
+    assert tr(f04(auc=(0.5, 0.48, 0.52))) == NR
+    assert tr(f04(auc=(0.4, 0.38, 0.42))) == NR
+    assert tr(f04(auc=(0.8, 0.78, 0.82))) == NR  # not modest
+    assert tr(f04(auc=(0.55, 0.45, 0.7))) == INC
 
 
 def test_ch04_larger_gates():
@@ -554,13 +562,13 @@ def test_ch04_context_not_token():
 
     def transfer(F):
         """The author's own AUC files decide the headline on their points, by the paper's
-        criterion (tex line 139: context ≈ full ≫ token), on the 6 layers whose token and
-        context parts are not collinear (Pythia-410M's L0 is left out): context within 0.004 of
-        full at every one holds; full beats token by more than 0.004 at 5 of 6 (≥ 80 %). The
-        transfer is judged beside them."""
+        criterion (tex line 139: context ≈ full ≫ token), at every layer (tex line 39) whose
+        token and context parts are not collinear (Pythia-410M's L0 is left out): context within
+        0.004 of full at all 6 holds; full beats token by more than 0.004 at 5 of 6 (GPT-2
+        Medium's L1 does not): partly. The transfer is judged beside them."""
         c = c4.claim_context_not_token(F, S)
-        assert c.verdict == R and c.reason.startswith("authors' data")
-        assert c.parts == {"context ≈ full": R, "full ≫ token": R}
+        assert c.verdict == P and c.reason.startswith("authors' data")
+        assert c.parts == {"context ≈ full": R, "full ≫ token": NR}
         return {TR: R, PTR: P, DNT: NR}.get(c.evidence["transfer"]["verdict"],
                                     c.evidence["transfer"]["verdict"])
 
@@ -1555,15 +1563,17 @@ def test_ch04_nofly_retention_against_stable_tokens():
         rows = pd.DataFrame({"build_mean": built[keep][:300], "build_std": 0.4, "build_n": 12,
                              "test_std": 0.4, "test_n": 8})
         assert truth - 0.15 < authors.stable_retention(rows) < truth
-    # the row on the author's file: every corpus judged — settings of one claim, so all_of
-    # (never partly) — SmolLM2's few tokens undecided
+    # the row on the author's file: each corpus a part (the paper's table states its numbers
+    # per corpus): LAMBADA below the stable-token reference, WikiText-train undecided: partly;
+    # SmolLM2's few tokens undecided
     F = {"pretrained": {"m": {}}, "nofly": {"m": {"layer": 3, "by_target": {
         "c": {"found": 2, "still_nofly": 0, "flipped": 1}}}}}
     c = c4.claim_nofly_retention(F, {"corpus": "a", "cross_corpus": "c"})
     a = c.evidence["authors' data"]
-    assert "wikitext-train" in a["reason"] and "lambada" in a["reason"] and not c.parts
+    assert "wikitext-train" in a["reason"] and "lambada" in a["reason"]
+    assert c.verdict == P and c.parts == {"wikitext-train": INC, "lambada": R}
     assert c.evidence["transfer"]["verdict"] == INC
-    assert a["verdict"] in (R, NR, INC)
+    assert a["verdict"] == P
     assert "against" in c.evidence["authors' data"]["reason"]
 
     # constructed author's lists: precise tokens far above the cut, re-tested on a corpus where
@@ -1578,8 +1588,9 @@ def test_ch04_nofly_retention_against_stable_tokens():
     try:
         for tests, want in ((dict(a=(0.8, 100), b=(0.8, 100)), NR),
                             (dict(a=(-0.1, 100), b=(-0.1, 100)), R),
-                            (dict(a=(-0.1, 100), b=(0.8, 3)), INC),  # one corpus undecided
-                            (dict(a=(-0.1, 100), b=(0.8, 100)), NR)):  # kept on one: refuted
+                            (dict(a=(-0.1, 100), b=(0.8, 3)), P),  # one corpus undecided
+                            (dict(a=(0.8, 3), b=(0.8, 3)), INC),
+                            (dict(a=(-0.1, 100), b=(0.8, 100)), P)):  # each corpus a part
             authors.reference = lambda name, t=tests: lists(**t)
             assert c4.claim_nofly_retention(F, {"corpus": "a", "cross_corpus": "c"}).verdict == want
     finally:

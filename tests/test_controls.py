@@ -113,9 +113,9 @@ def test_constructed_figures_that_fail_a_control_block_the_direction_it_guards()
     # chapter 04: AUCs inside the paper's band, but the gates over-fit (train AUC 0.9): the
     # in-sample AUC no longer bounds the band's upper edge, so "modest" cannot be signed
     S4 = settings(c4)
-    assert c4.claim_gate_auc(f04(), S4).verdict == V.TRANSFERS
+    assert c4.claim_gate_auc(f04(), S4).evidence["transfer"]["verdict"] == V.TRANSFERS
     over = f04(rows=[{**layer_row(l), "auc_train": 0.9} for l in range(10)])
-    assert c4.claim_gate_auc(over, S4).verdict == V.INCONCLUSIVE
+    assert c4.claim_gate_auc(over, S4).evidence["transfer"]["verdict"] == V.INCONCLUSIVE
     # …and gates at chance cannot show that context matches full (a null), nor that routing
     # is not cheap, nor that larger gates add nothing (a null)
     chance = dict(auc=(0.5, 0.48, 0.52), mlp_gain=(0.0, -0.005, 0.005))
