@@ -144,6 +144,20 @@ def k_of_n(k: int, k_not: int, n: int, paper_share: float, *, what: str = "layer
     return Decision(INCONCLUSIVE, text)
 
 
+def some_of(k: int, k_not: int, n: int, what: str, claims: str = POSITIVE) -> Decision:
+    """A question "do *some* units show it?" (no share stated): reproduced if at least one of
+    the `n` shows it beyond its interval (or by its point, for an author's points), not
+    reproduced if every one clearly does not, inconclusive otherwise."""
+    how = "by point estimate" if "point estimates" in what else "beyond their intervals"
+    text = (f"{k} of {n} {what.replace(' (point estimates)', '')} {how}, {k_not} clearly do "
+            "not (the question: does any?)")
+    if k > 0:
+        return _decision(REPRODUCED, text, claims)
+    if k_not == n:
+        return _decision(NOT_REPRODUCED, text, claims)
+    return Decision(INCONCLUSIVE, text)
+
+
 def accuracy_at_least(vals, target: float, what: str, n_test: int) -> Decision:
     """Accuracies over seeds against `target`. The interval is the union of two: a binomial
     one (the correct answers of every seed's `n_test` held-out strings pooled, Clopper–Pearson:
