@@ -599,24 +599,29 @@ def test_ch04_nofly_null_claim_needs_power():
 
 def test_ch04_delta_skew():
     S = settings(c4)
-    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.7 + 0.01 * l, top=0.7)
+    # "near-linear" against the paper's 90 % (tex line 522): 70 % no longer passes
+    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.93 + 0.005 * l, top=0.7)
                                                   for l in range(10)]), S) == R
+    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.7 + 0.01 * l, top=0.7)
+                                                  for l in range(10)]), S) == P
     assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.2 + 0.01 * l, top=0.7)
                                                   for l in range(10)]), S) == P
     assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.2 + 0.01 * l, top=0.2)
                                                   for l in range(10)]), S) == NR
-    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.5 + 0.05 * (-1) ** l,
+    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.9 + 0.05 * (-1) ** l,
                                                             top=0.5 + 0.05 * (-1) ** l)
                                                   for l in range(10)]), S) == INC
 
 
 def test_ch04_compound():
     S = settings(c4)
-    # the author's own file (all 24 gates at once: +272 %) decides the headline; the transfer
-    # to SmolLM2 is judged beside it by the same rule
+    # the author's files cannot answer the sentence (its model is GPT-2 Medium, whose stored
+    # run gates layer 0; Pythia-1B's is in no sentence of the text): the transfer to SmolLM2
+    # is the only decided evidence, judged by the rule
     def transfer(F):
         c = c4.claim_compound(F, S)
-        assert c.verdict == NR and c.reason.startswith("authors' data")
+        assert c.evidence["authors' data"]["verdict"] == NRUN
+        assert c.verdict == c.evidence["transfer"]["verdict"]
         return c.evidence["transfer"]["verdict"]
 
     assert transfer(f04(compound=(0.01, 0.005, 0.015, 0.2))) == TR
