@@ -277,6 +277,9 @@ def test_the_u_shape_uses_the_groups_the_paper_names_for_each_model():
     flat = [0.01] + [0.02] * 22 + [0.03]  # the first layer the cheapest: no U at the entry
     assert a3.u_shape(flat, a3.PAPER_GROUPS["gpt2-medium"])[1]["early layers costlier"] == NR
     assert _committed("P3.u-shape")["evidence"]["authors' data"]["parts"] == parts
+    # a stand-in too shallow to hold a late group (4 layers: the `paper` profile's) is undecided
+    assert a3.u_shape([0.1, 0.0, 0.0, 0.0])[1] == {"early layers costlier": R,
+                                                   "late layers costlier": INC}
 
 
 def test_a_layer_whose_token_and_context_parts_are_collinear_tests_neither_part(monkeypatch):

@@ -263,6 +263,8 @@ def above_group(grp, mid, text: str) -> Decision:
     them: reproduced when every boundary layer costs more than every middle layer, not
     reproduced when every one costs less, else inconclusive."""
     grp, mid = np.asarray(grp, float), np.asarray(mid, float)
+    if not len(grp) or not len(mid):  # a model too shallow to hold both groups
+        return Decision(INCONCLUSIVE, text + ": a group holds no layer at this depth")
     if 1 / math.comb(len(grp) + len(mid), len(grp)) < U_ALPHA:
         return ranks_above(grp, mid, text)
     text += (f": no rank test of {len(grp)} against {len(mid)} layers reaches p < {U_ALPHA}; "
