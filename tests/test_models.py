@@ -52,6 +52,20 @@ def test_load_local_directory(tmp_path):
     assert next(bf.parameters()).dtype == torch.bfloat16
 
 
+def test_a_checkpoint_saved_in_bfloat16_loads_in_float32(tmp_path):
+    """The book computes in float32 on the CPU whatever dtype a checkpoint was saved in
+    (transformers 5 loads in the checkpoint's dtype unless told otherwise)."""
+    tok = _tiny_tokenizer()
+    m = models.build_tiny("gpt2-seq", seed=0, vocab_size=len(tok), n_layer=1, d_model=32,
+                          n_head=2, context=32).eval().to(torch.bfloat16)
+    m.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, _ = models.load(str(tmp_path))
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    # the upcast is exact: the bfloat16 weights, each read as float32
+    assert torch.equal(next(loaded.parameters()), next(m.parameters()).float())
+
+
 def test_hub_id_fails_fast_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     t = time.perf_counter()

@@ -298,7 +298,7 @@ def train_or_load(cfg: TrainConfig, corpus: Corpus, tokenizer, cache: Path | Non
 
     d = checkpoint(cfg, corpus, cache)
     if (d / "train_log.json").is_file():
-        model = devices.attach(AutoModelForCausalLM.from_pretrained(d).eval(), device)
+        model = devices.attach(AutoModelForCausalLM.from_pretrained(d).float().eval(), device)
         return model, json.loads((d / "train_log.json").read_text())
     model, log = train(cfg, corpus, tokenizer, progress, device=device, val=val)
     tmp = d.with_name(d.name + ".part")

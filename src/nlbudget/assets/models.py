@@ -229,8 +229,9 @@ def load(name: str, dtype: torch.dtype = torch.float32, cache: Path | None = Non
                     f"reached (the `paper` profile needs it); {_alternatives()}") from None
             tok = AutoTokenizer.from_pretrained(name)
             model = AutoModelForCausalLM.from_pretrained(name)
-    if dtype != torch.float32:
-        model = model.to(dtype)
+    # always cast: a checkpoint loads in its own dtype (transformers 5's default), and the
+    # book computes in float32 on the CPU unless asked otherwise (bfloat16 → float32 is exact)
+    model = model.to(dtype)
     return devices.attach(model.eval(), device), tok
 
 
