@@ -302,6 +302,28 @@ def test_a_layer_whose_token_and_context_parts_are_collinear_tests_neither_part(
         "P3.context-not-token")["evidence"]["authors' data"]["measured"]
 
 
+def test_larger_gates_read_on_the_file_that_holds_the_sentences_numbers(monkeypatch):
+    """"Larger gates (up to 24K parameters) provide no benefit" (tex 319) is read on the
+    author's gate-size sweep (tiny_gate_results.json, up to 24,641 parameters), on its points,
+    against the paper's negligible 1 %: within it, the author's data hold; a larger gate 1.5
+    points better would refute it (before: no author evidence, the row rested on an
+    over-fitted transfer alone)."""
+    import pandas as pd
+
+    a4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
+    real = a4.reference("tiny_gates")
+    assert real.params.max() == 24641 and set(real.layer) == {2, 11} and len(real) == 18
+    assert a4.author_larger_gates(0.01)["verdict"] == R
+    worse = real.copy()
+    worse.loc[(worse.layer == 11) & (worse.bottleneck == 32), "delta_pct"] = -3.96
+    monkeypatch.setattr(a4, "reference", lambda name: worse)
+    ev = a4.author_larger_gates(0.01)
+    assert ev["verdict"] == NR and "+1.5000" in ev["reason"]
+    row = _committed("P3.larger-gates")
+    assert row["evidence"]["authors' data"]["reads"] == "points"
+    assert "tiny_gate_results.json" in row["evidence"]["authors' data"]["setting"]
+
+
 def test_a_transfer_piece_in_the_papers_words_is_refused():
     """A transfer piece reading `partly` (or `reproduced`) is refused at construction: P3.delta-
     skew, decided on SmolLM2 alone, reads `partly transfers` (before: `partly`)."""

@@ -47,6 +47,7 @@ def main(src: Path, out: Path):
     gating(src, out.parent)
     evaluation_12k(src, out.parent)
     linear_probe(src, out.parent)
+    tiny_gates(src, out.parent)
 
 
 #: GPT-2 Medium's sweep on the paper's own evaluation split: 12,000 tokens (tex line 127),
@@ -88,6 +89,25 @@ def linear_probe(src: Path, out: Path):
             for k, v in sorted(d["layers"].items(), key=lambda kv: int(kv[0]))
             for m in (v["delta_method"],)]
     write(rows, out / "p3_linear_probe.csv")
+
+
+#: The gate-size sweep behind "larger gates (up to 24K parameters) provide no benefit" (tex
+#: line 319): linear (d+1) and ReLU-bottleneck gates of b = 1–32 hidden units (up to 24,641
+#: parameters) at two layers, each the best of three trainings by perplexity, all evaluated on
+#: the same 15,000 WikiText-103 tokens. The author's script (code/mlp0_tiny_gate.py) loads
+#: `gpt2` (GPT-2 small, d = 768: the file's 769 parameters are its d+1), not GPT-2 Medium.
+TINY_GATES = "tiny_gate_results.json"
+
+
+def tiny_gates(src: Path, out: Path):
+    d = json.loads((src / TINY_GATES).read_text())
+    rows = [{"model": "gpt2", "layer": int(k.split("_")[1]), "bottleneck": g["bottleneck"],
+             "gate": "linear" if g["bottleneck"] == 0 else f"b={g['bottleneck']}",
+             "params": g["params"], "ppl": g["ppl"], "delta_pct": g["delta_pct"],
+             "routed_pct": g["pct_linear"], "baseline_ppl": d["baseline_ppl"],
+             "trials": 3, "eval_tokens": 15000, "source": TINY_GATES}
+            for k, v in d.items() if k.startswith("layer_") for g in v]
+    write(rows, out / "p3_tiny_gates.csv")
 
 
 def write(rows, out: Path):

@@ -8,9 +8,9 @@ import numpy as np
 from nlbudget.assets import models
 from nlbudget.assets.reference import reference
 from nlbudget.chapters.ch04_adaptive_gating.authors import (
-    AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, TOKEN_GAP, author_compound, author_context_vs_token,
-    author_gate_auc, author_gate_routing, author_linear_probe, author_negative_regularization,
-    author_two_phase, claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
+    AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, SCALE_SWEEPS, TOKEN_GAP, author_compound,
+    author_context_vs_token, author_gate_auc, author_gate_routing, author_larger_gates,
+    author_linear_probe, author_negative_regularization, author_two_phase, claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
@@ -280,6 +280,7 @@ def claim_larger_gates(F, S) -> Claim:
            if below else Decision(INCONCLUSIVE, f"some gains' intervals cross {rule}"))
     g = [v[0] for v in gains.values()]
     return decided("P3.larger-gates", dec, tested=TRANSFER, positive=gates_work(F),
+                   authors=author_larger_gates(MAX_COST), note=SCALE_SWEEPS,
                    setting="SmolLM2 and the matched pair, not GPT-2 Medium",
                    measured=f"AUC gain of MLP gates over the d+1 gate at the curve layers: "
                    f"{min(g):+.3f} to {max(g):+.3f} ({len(g)} comparisons; PCA-k gates reported "
