@@ -505,10 +505,11 @@ def test_ch04_routing():
     assert c.evidence["transfer"]["verdict"] == INC
     assert "beat chance" in c.evidence["transfer"]["reason"]
     # the author's sweeps decide the headline on their points: GPT-2 Large's best-of-four gates
-    # route ≥ 25 % at < 1 % at 34 of 36 layers; GPT-2 Medium's file (one gate) cannot answer
+    # route ≥ 25 % at < 1 % at 34 of 36 layers; GPT-2 Medium's one gate on the paper's 12k
+    # evaluation at 14 of 23 (one architecture shows what a gate can do)
     a = c.evidence["authors' data"]
     assert c.verdict == R and c.shows == "consistency check" and a["reads"] == "points"
-    assert "34 of 36" in a["reason"] and "gpt2-medium: not run" in a["reason"]
+    assert "34 of 36" in a["reason"] and "gpt2-medium: reproduced (14 of 23" in a["reason"]
 
 
 def test_ch04_gate_against_random_routing():
@@ -553,11 +554,20 @@ def test_ch04_auc():
 
 
 def test_ch04_larger_gates():
+    """The author's sweeps decide the headline on their points (Pythia-2.8B's b=1 gate beats
+    the d+1 gate by more than the paper's negligible 1 % at 14 of 31 layers: not reproduced);
+    the book's own MLP gates are the transfer, judged by the rule here."""
     S = settings(c4)
-    assert verdict(c4.claim_larger_gates, f04(), S) == NRUN
-    assert verdict(c4.claim_larger_gates, f04(mlp_gain=(0.0, -0.005, 0.005)), S) == R
-    assert verdict(c4.claim_larger_gates, f04(mlp_gain=(0.05, 0.03, 0.07)), S) == NR
-    assert verdict(c4.claim_larger_gates, f04(mlp_gain=(0.01, -0.01, 0.03)), S) == INC
+
+    def tr(F):
+        c = c4.claim_larger_gates(F, S)
+        assert c.verdict == NR and c.reason.startswith("authors' data")
+        v = c.evidence["transfer"]["verdict"]
+        return {TR: R, PTR: P, DNT: NR}.get(v, v)
+    assert tr(f04()) == NRUN  # no MLP gate measured: the transfer is not run
+    assert tr(f04(mlp_gain=(0.0, -0.005, 0.005))) == R
+    assert tr(f04(mlp_gain=(0.05, 0.03, 0.07))) == NR
+    assert tr(f04(mlp_gain=(0.01, -0.01, 0.03))) == INC
 
 
 def test_ch04_context_not_token():
@@ -1493,11 +1503,11 @@ def test_ch04_forty_percent_reads_the_share_and_cannot_read_degradation():
                            "routed_pct": [routed] * 23, "gate_pct": [0.5] * 23,
                            "gate_params": [1025, 3079, 6151] * 7 + [1025, 3079]}  # best of 4
     with pytest.MonkeyPatch.context() as mp:
-        _frames(mp, m4, gate_costs=rows(44.0))
+        _frames(mp, m4, gpt2_medium_12k=rows(44.0))  # the paper's 12,000-token evaluation
         c = c4.claim_forty_percent(f04(), S)
         assert c.verdict == P and c.parts == {"share": R, "no measurable degradation": INC}
     with pytest.MonkeyPatch.context() as mp:
-        _frames(mp, m4, gate_costs=rows(30.0))
+        _frames(mp, m4, gpt2_medium_12k=rows(30.0))
         assert verdict(c4.claim_forty_percent, f04(), S) == INC  # share fails, rest undecided
     # the real files: one gate architecture at every layer (not the best of four the text's
     # share counts): the share is not run there, and degradation is unreadable from unpaired

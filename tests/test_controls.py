@@ -123,7 +123,8 @@ def test_constructed_figures_that_fail_a_control_block_the_direction_it_guards()
         c = fn(f04(**chance), S4)
         book = c.evidence["transfer"]
         assert book["verdict"] != V.TRANSFERS and book["positive_control"]["passed"] is False
-        assert "beat chance" in book["reason"] + c.needs, fn.__name__
+        assert "beat chance" in book["reason"] + c.needs + book["positive_control"]["what"], \
+            fn.__name__
     c = c4.claim_gate_routing(f04(**chance, cost=0.05), S4)  # the transfer's reading (the
     book = c.evidence["transfer"]  # headline is the author's GPT-2 Large sweep's)
     assert book["verdict"] == V.INCONCLUSIVE and "beat chance" in book["reason"]

@@ -215,6 +215,25 @@ def test_a_file_of_one_gate_architecture_cannot_answer_a_best_of_four_sentence()
     assert _committed("P3.forty-percent")["parts"]["share"] == NRUN
 
 
+def test_one_architecture_shows_what_a_gate_can_do_but_cannot_refute_it(monkeypatch):
+    """"A gate can route 25–56 % at < 1 %" is an existence sentence: GPT-2 Medium's file of one
+    gate architecture, on the paper's 12,000-token evaluation (tex 127), shows it where it
+    reaches the share (14 of 23); where it falls short it cannot refute the best of four and
+    reads `not run` (before: set aside whichever way it pointed, on the larger evaluation)."""
+    a4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
+    ev = a4.author_gate_routing(0.5, 0.25, 0.01)
+    assert "gpt2-medium: reproduced (14 of 23" in ev["reason"]
+    assert "bootstrap_ci_gpt2_medium_12k.json" in ev["measured"]
+    real = a4.reference
+
+    def costly(name):  # every GPT-2 Medium gate above 1 %: one architecture cannot say no
+        t = real(name)
+        return t.assign(gate_pct=t.gate_pct + 5) if name == "gpt2_medium_12k" else t
+    monkeypatch.setattr(a4, "reference", costly)
+    ev = a4.author_gate_routing(0.5, 0.25, 0.01)
+    assert ev["verdict"] == R and "gpt2-medium: not run" in ev["reason"]
+
+
 def test_a_compound_run_that_gates_layer_zero_is_not_the_papers():
     """The paper's compound run gates GPT-2 Medium's layers 1–23 (tex line 323); the stored
     GPT-2 Medium run gates all 24, layer 0 (catastrophic to linearize) included, so it cannot
@@ -308,7 +327,7 @@ def test_larger_gates_read_on_every_sweep_that_compares_them(monkeypatch):
     Large and Pythia-2.8B four-gate sweeps — on their points, with the author's measure (the
     lower cost; tex 204's "b=1 wins at 15 of 31") against the paper's negligible 1 %, by
     `all_of` (before: no author evidence; the row rested on an over-fitted transfer)."""
-    a4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
+    a4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors_gate_sizes")
     real = a4.reference("gate_sizes")
     assert real.query("model == 'gpt2'").params.max() == 24641
     assert real.groupby("model").layer.nunique().to_dict() == {

@@ -173,22 +173,25 @@ def test_no_module_is_over_500_lines():
 
 def test_every_chapter_is_a_package_of_study_page_and_claims():
     """The same three files in every chapter, and where its claims re-analyse the authors'
-    result files, a fourth, `authors.py`, that its claims read; its claims read stored figures
-    only (no torch, nothing of its page), its study nothing of its claims, authors or page."""
+    result files, a fourth, `authors.py` (with `authors_<idea>.py` beside it where one reading
+    is an idea of its own), that its claims read; its claims read stored figures only (no
+    torch, nothing of its page), its study nothing of its claims, authors or page."""
     for key, ch in profiles.CHAPTERS.items():
         folder = PKG / "chapters" / ch.module.rsplit(".", 1)[1]
         files = {p.name for p in folder.glob("*.py")}
-        assert files - {"authors.py"} == {"__init__.py", "study.py", "page.py", "claims.py"}, key
-        own = {f"{ch.module}.{part}" for part in ("study", "page", "claims", "authors")}
+        authors = {f for f in files if f == "authors.py" or f.startswith("authors_")}
+        assert files - authors == {"__init__.py", "study.py", "page.py", "claims.py"}, key
+        assert not authors or "authors.py" in authors, key
+        own = {f"{ch.module}.{part}" for part in ("study", "page", "claims")} | {
+            f"{ch.module}.{f[:-3]}" for f in authors}
         graph = import_graph()
         assert not graph[f"{ch.module}.study"] & (own - {f"{ch.module}.study"}), key
         assert f"{ch.module}.page" not in graph[f"{ch.module}.claims"], key
-        for part in ("claims.py", "authors.py"):
-            if (folder / part).is_file():
-                assert "import torch" not in (folder / part).read_text(encoding="utf-8"), key
-        if "authors.py" in files:
-            assert f"{ch.module}.authors" in graph[f"{ch.module}.claims"], key
-            assert f"{ch.module}.page" not in graph[f"{ch.module}.authors"], key
+        for part in ("claims.py", *authors):
+            assert "import torch" not in (folder / part).read_text(encoding="utf-8"), key
+        for f in authors:
+            assert f"{ch.module}.{f[:-3]}" in graph[f"{ch.module}.claims"], key
+            assert f"{ch.module}.page" not in graph[f"{ch.module}.{f[:-3]}"], key
         assert callable(ch.load().claims) and ch.load().CLAIMS, key
 
 

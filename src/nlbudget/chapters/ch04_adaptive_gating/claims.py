@@ -8,9 +8,11 @@ import numpy as np
 from nlbudget.assets import models
 from nlbudget.assets.reference import reference
 from nlbudget.chapters.ch04_adaptive_gating.authors import (
-    AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, SCALE_SWEEPS, TOKEN_GAP, author_compound,
-    author_context_vs_token, author_gate_auc, author_gate_routing, author_larger_gates,
-    author_linear_probe, author_negative_regularization, author_two_phase, claim_forty_percent, claim_large_gated, claim_nofly_retention, compound)
+    AUTHOR_FILES, CONTEXT_MARGIN, LAYER_SHARE, TOKEN_GAP, author_compound,
+    author_context_vs_token, author_gate_auc, author_gate_routing, author_linear_probe,
+    author_negative_regularization, author_two_phase, claim_forty_percent, claim_large_gated,
+    claim_nofly_retention, compound)
+from nlbudget.chapters.ch04_adaptive_gating.authors_gate_sizes import SCALE_SWEEPS, author_larger_gates
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
@@ -165,7 +167,6 @@ def claim_gate_routing(F, S) -> Claim:
     name = _main(F)
     rows, cheap, _ = _routing(F)
     dec = share_of(cheap, share=ROUTING_SHARE, what="1 % − gated cost (layers routing ≥ 25 %)")
-    gm = reference("gate_costs").query("model == 'gpt2-medium'")
     routed = [r["gate"]["routed"] for r in rows]
     pair_cheap = {k: sum(r["gate"]["routed"] >= MIN_ROUTED and r["gate"]["cost"] < MAX_COST
                          for r in p["per_layer"]) for k, p in F["pair"].items()}
@@ -180,8 +181,6 @@ def claim_gate_routing(F, S) -> Claim:
                                                      for k, v in pair_cheap.items()),
         control="the unmodified model on the same windows; intervals over eval windows, "
         "Bonferroni-corrected over layers",
-        author_data=f"GPT-2 Medium best gates: {int(((gm.gate_pct < 1) & (gm.routed_pct >= 25)).sum())} "
-        f"of {len(gm)} layers cost < 1 % while routing ≥ 25 % (point estimates)",
         needs=_routing_needs(cheap, S), scale=_scale(F, S))
 
 
@@ -268,23 +267,21 @@ def claim_larger_gates(F, S) -> Claim:
                     key = (m, r["layer"], k.split("−")[0])
                     gains[key] = v
                     margin[key] = max(LARGER_SHARE * (r["auc"]["linear:x"][0] - 0.5), AUC_MARGIN)
-    if not gains:
-        return Claim("P3.larger-gates", "not measured", NOT_RUN,
-                     needs="no MLP gate in the `gates` setting")
     below = all(hi < margin[k] for k, (_, _, hi) in gains.items())
     beyond = [k for k, (_, lo, _) in gains.items() if lo > margin[k]]
     rule = (f"{LARGER_SHARE:.0%} of the d+1 gate's AUC above chance (at least {AUC_MARGIN}): "
             + ", ".join(f"{v:.3f}" for v in margin.values()))
-    dec = (Decision(NOT_REPRODUCED, f"{len(beyond)} larger gates gain more than {rule}")
+    dec = (Decision(NOT_RUN, "no MLP gate in the `gates` setting") if not gains
+           else Decision(NOT_REPRODUCED, f"{len(beyond)} larger gates gain more than {rule}")
            if beyond else Decision(REPRODUCED, f"every larger gate's gain stays below {rule}")
            if below else Decision(INCONCLUSIVE, f"some gains' intervals cross {rule}"))
-    g = [v[0] for v in gains.values()]
+    g = [v[0] for v in gains.values()] or [float("nan")]
     return decided("P3.larger-gates", dec, tested=TRANSFER, positive=gates_work(F),
                    authors=author_larger_gates(MAX_COST), note=SCALE_SWEEPS,
                    setting="SmolLM2 and the matched pair, not GPT-2 Medium",
                    measured=f"AUC gain of MLP gates over the d+1 gate at the curve layers: "
-                   f"{min(g):+.3f} to {max(g):+.3f} ({len(g)} comparisons; PCA-k gates reported "
-                   "in the table)",
+                   f"{min(g):+.3f} to {max(g):+.3f} ({len(gains)} comparisons; PCA-k gates "
+                   "reported in the table)",
                    control="the d+1 gate on the same tokens (paired intervals over windows)",
                    needs=_needs_windows(windows_to_decide(
                        {k: ((hi - lo) / 2, abs(x - margin[k])) for k, (x, lo, hi) in gains.items()},
