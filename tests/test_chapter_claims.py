@@ -608,19 +608,23 @@ def test_ch04_nofly_null_claim_needs_power():
 
 
 def test_ch04_delta_skew():
+    """The author's cluster percentiles decide the headline (at most ~80 % near-linear at L1,
+    L12, L23: not reproduced); the book's SmolLM2 δ is the transfer, judged by the rule here."""
     S = settings(c4)
+
+    def tr(near, top, swing=0.0):
+        c = c4.claim_delta_skew(f04(rows=[layer_row(l, near=near + 0.005 * l + swing * (-1) ** l,
+                                                    top=top + swing * (-1) ** l)
+                                          for l in range(10)]), S)
+        assert c.verdict == NR and c.reason.startswith("authors' data")
+        v = c.evidence["transfer"]["verdict"]
+        return {TR: R, PTR: P, DNT: NR}.get(v, v)
     # "near-linear" against the paper's 90 % (tex line 522): 70 % no longer passes
-    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.93 + 0.005 * l, top=0.7)
-                                                  for l in range(10)]), S) == R
-    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.7 + 0.01 * l, top=0.7)
-                                                  for l in range(10)]), S) == P
-    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.2 + 0.01 * l, top=0.7)
-                                                  for l in range(10)]), S) == P
-    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.2 + 0.01 * l, top=0.2)
-                                                  for l in range(10)]), S) == NR
-    assert verdict(c4.claim_delta_skew, f04(rows=[layer_row(l, near=0.9 + 0.05 * (-1) ** l,
-                                                            top=0.5 + 0.05 * (-1) ** l)
-                                                  for l in range(10)]), S) == INC
+    assert tr(0.93, 0.7) == R
+    assert tr(0.7, 0.7) == P
+    assert tr(0.2, 0.7) == P
+    assert tr(0.2, 0.2) == NR
+    assert tr(0.9 - 0.0225, 0.5, swing=0.05) == INC
 
 
 def test_ch04_compound():
@@ -1031,7 +1035,7 @@ def test_ch05_khop_judges_every_hop():
                           and r["kind"] == "random"):
         r["acc_train_len"] = 0.9 + (0.05 if i % 2 else -0.04)
     c = c5.claim_khop_random_mlp(noisy, S)
-    assert c.verdict == INC and "seeds for a t interval to clear" in c.needs
+    assert c.verdict == INC and "for a t interval to clear" in c.needs
 
 
 # ------------------------------------------------------------------ chapter 06
@@ -1551,7 +1555,7 @@ def test_ch03_lambada_degradation_on_the_author_runs():
     c = c3.claim_lambada_degradation(f03([0.01] * 30), S)
     assert c.verdict == P and c.parts == {"degrades": R, "not a linearization artifact": NR}
     assert "+36.7%" in c.reason and c.shows == "consistency check"
-    for lam, post, v in ((20.0, 1.01, R), (-5.0, 1.3, NR)):
+    for lam, post, v in ((20.0, 1.005, R), (-5.0, 1.3, NR)):  # 1 %: P3's negligible
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(a3, "finetune_runs", shifted(lam, post))
             assert verdict(c3.claim_lambada_degradation, f03([0.01] * 30), S) == v

@@ -48,6 +48,7 @@ def main(src: Path, out: Path):
     evaluation_12k(src, out.parent)
     linear_probe(src, out.parent)
     gate_sizes(src, out.parent)
+    residual_clusters(src, out.parent)
 
 
 #: GPT-2 Medium's sweep on the paper's own evaluation split: 12,000 tokens (tex line 127),
@@ -126,6 +127,22 @@ def gate_sizes(src: Path, out: Path):
     write(rows, out / "p3_gate_sizes.csv")
 
 
+#: GPT-2 Medium's residual-stream clusters (tex lines 292–305): 15,000 tokens a layer at L1,
+#: L12 and L23, 20 k-means clusters each, with each cluster's δ percentiles (δ = L_lin − L_full
+#: per token, the text's δ). No per-token δ is stored.
+RESIDUAL_CLUSTERS = "residual_clusters_gpt2-medium.json"
+
+
+def residual_clusters(src: Path, out: Path):
+    d = json.loads((src / RESIDUAL_CLUSTERS).read_text())
+    rows = [{"model": "gpt2-medium", "layer": int(key[1:]), "cluster": c["cluster"], "n": c["n"],
+             "mean_delta": round(c["mean_delta"], 6), "median_delta": round(c["median_delta"], 6),
+             "p10_delta": round(c["p10_delta"], 6), "p90_delta": round(c["p90_delta"], 6),
+             "std_delta": round(c["std_delta"], 6), "source": RESIDUAL_CLUSTERS}
+            for key, v in d.items() for c in v["clusters"]]
+    write(rows, out / "p3_residual_clusters.csv")
+
+
 def write(rows, out: Path):
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -190,7 +207,8 @@ def gating(src: Path, out: Path):
 FINETUNE = ("beefy_lin_gpt2-medium.json", "beefy_lin_v2_gpt2-medium.json",
             "beefy_lin_v2_6layers.json", "beefy_lin_v2_8layers.json",
             "generalization_full_linear_gpt2-medium.json",
-            "control_finetune_gpt2-medium.json", "phase2_gated_gpt2-medium.json")
+            "control_finetune_gpt2-medium.json", "phase2_gated_gpt2-medium.json",
+            "phase2_gated_24layers_gpt2-medium.json")
 FULL_CORPUS = 117920140
 SMALL = {"beefy_lin_gpt2-medium.json": "small (247K tokens; tex line 484)",
          "generalization_full_linear_gpt2-medium.json": "not stated in the file"}
@@ -232,7 +250,7 @@ def finetune(src: Path, out: Path):
                      .get("lambada", ""),
                      "source": name})
     b = json.loads((src / BENCHMARK).read_text())
-    base = rows[-2]  # the control's baselines: the same GPT-2 Medium evaluation
+    base = next(r for r in rows if r["run"] == "control")  # the same GPT-2 Medium evaluation
     q = b["quality"]
     rows.append({"run": "two-phase gated", "layers": " ".join(map(str, b["gated_layers"])),
                  "steps": BENCHMARK_STEPS, "corpus": "full (117.9M tokens)", "batch_size": "",

@@ -51,11 +51,30 @@ def runs_to_decide(values, *, margin: float = 0.0, unit: str = "seeds",
         return f"more {unit} (one run: the spread over {unit} is not yet estimable)"
     m, sd = float(v.mean()), float(v.std(ddof=1))
     edge = f"the rule's edge {margin:+.3g}" if margin else "0"
-    n = stats.n_to_resolve(sd, m - margin, level)  # seeds to exclude 0 from the mean − edge
+    n = t_runs(sd, m - margin, level)  # runs whose t interval excludes the edge
     if n is None:
         return f"the mean seen lies on {edge}: no number of {unit} decides it"
-    return (f"about {n} {unit} for a t interval to clear {edge} (mean {m:+.3g}, s.d. {sd:.3g} "
-            f"over {len(v)} {unit})")
+    more = f", {n - len(v)} more" if n > len(v) else ""
+    return (f"about {n} {unit} in all{more} for a t interval to clear {edge} (mean {m:+.3g}, "
+            f"s.d. {sd:.3g} over {len(v)} {unit})")
+
+
+def t_runs(sd: float, diff: float, level: float = 0.95, most: int = 100_000) -> int | None:
+    """The fewest runs n whose t interval (n − 1 degrees of freedom) around a mean `diff` with
+    spread `sd` excludes 0: the same interval the rules decide with, so n is never at most the
+    runs of an interval that did not clear (the normal approximation, `stats.n_to_resolve`,
+    undercounts at few runs). None where diff is 0, sd undefined, or n exceeds `most`."""
+    if not diff or not np.isfinite(sd) or not np.isfinite(diff):
+        return None
+    if sd == 0:
+        return 2
+    q = (1 + level) / 2
+    n = 2
+    while n <= most:
+        if sps.t.ppf(q, n - 1) * sd / np.sqrt(n) < abs(diff):
+            return n
+        n = n + 1 if n < 1000 else int(n * 1.05)
+    return None
 
 
 def points_within(values, margin: float, what: str, unit: str = "layers") -> Decision:

@@ -3,6 +3,8 @@ re-judges the stored figures, `nlbudget judge 02`, and reruns nothing)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from nlbudget.assets import models
@@ -18,10 +20,12 @@ SYMMETRIC, GATED = "symmetric-silu", "gated-silu"
 #: accuracy must reach this.
 MIN_GENERALISING = 0.5
 
-#: Minimum effects that matter (the book's, stated; the paper runs no experiment): the
-#: symmetric form is "worse" only by at least 2 % of the gated form's perplexity, or by at
-#: least 5 accuracy points; a difference inside that is not reproduced.
-MIN_PPL_GAP, MIN_ACC_GAP = 0.02, 0.05
+#: Minimum effects that matter (the paper runs no experiment and states none): the symmetric
+#: form is "worse" only by at least 1 % of the gated form's perplexity — the perplexity change
+#: P3 calls negligible (tex line 19 of its LaTeX: "< 1 % perplexity cost"), the one margin on
+#: an MLP's perplexity any of the book's papers states — or by at least 5 accuracy points (the
+#: book's, stated with the rule); a difference inside that is not reproduced.
+MIN_PPL_GAP, MIN_ACC_GAP = 0.01, 0.05
 
 #: The trained gates are "further from exchange symmetry" by at least this relative change.
 MIN_ASYMMETRY = 0.05
@@ -111,7 +115,9 @@ def claim_lm(F, S) -> Claim:
     if SYMMETRIC not in lm or GATED not in lm:
         return _without_the_forms("BOOK.P1.lm-symmetric-vs-gated")
     gap = MIN_PPL_GAP * float(np.mean(lm[GATED]))
-    dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True, "PPL difference", gap)
+    dec, (d, lo, hi) = _symmetric_worse(lm[SYMMETRIC], lm[GATED], True,
+                                        f"PPL difference ({MIN_PPL_GAP:.0%} of the gated "
+                                        f"form's {np.mean(lm[GATED]):.2f}: P3's negligible)", gap)
     return decided(
         "BOOK.P1.lm-symmetric-vs-gated", dec, kind="book", positive=lm_trained(F),
         measured=f"val PPL symmetric {np.mean(lm[SYMMETRIC]):.2f} vs gated {np.mean(lm[GATED]):.2f}: "
@@ -157,7 +163,10 @@ def claim_modular(F, S) -> Claim:
         control="the gated SiLU form at the same weight budget, same seeds",
         needs=_seeds_needed(acc[SYMMETRIC], acc[GATED], False, MIN_ACC_GAP)
         if dec.verdict == INCONCLUSIVE else "",
-        scale=scale)
+        scale=scale, note=f"after {S['mod_steps']:,} full-batch steps: the test accuracy's curve "
+        "is not recorded, so whether the symmetric form would generalise later (modular "
+        "addition is learned long after it is fitted) is not known; the verdict is about this "
+        "training length")
 
 
 def claim_real_gates(F, S) -> Claim:
@@ -193,6 +202,8 @@ def claim_symmetry_matters(F, S) -> Claim:
     tests = {"language modelling": claim_lm(F, S), "modular addition": claim_modular(F, S)}
     # two settings of one reading, not parts the paper states: it must hold in each (all_of)
     dec = all_of({k: Decision(c.verdict, c.reason, c.finds) for k, c in tests.items()})
+    dec = replace(dec, reason="one reading in two settings, each of which must hold (all_of: "
+                  "a setting that fails is no part that holds): " + dec.reason)
     # each part is guarded by its own control; the row rests on the parts that decide
     deciding = [controls.Control(**c.positive_control) for c in tests.values()
                 if c.verdict in DECIDING and c.positive_control]

@@ -83,8 +83,9 @@ def author_progressive_control(min_behind: float) -> dict:
 
 
 #: "Not a linearization artifact" (tex line 486): linearizing alone changes LAMBADA perplexity
-#: by less than this (the book's margin: a tenth of the text's +38.6 %).
-ARTIFACT_MARGIN = 0.0386
+#: by less than this — the perplexity change P3 calls negligible ("< 1 % perplexity cost", tex
+#: line 19).
+ARTIFACT_MARGIN = 0.01
 
 
 def _layers(layers: str) -> str:
@@ -108,12 +109,13 @@ def author_lambada() -> dict:
         subset=["post_linearization_lambada_ppl"])
     at_once = float(post.post_linearization_lambada_ppl.iloc[0] / post.baseline_lambada_ppl.iloc[0]
                     - 1)
-    degrades = points_above(runs.lambada_delta_pct / 100, 0.0,
-                            "LAMBADA change of every full-corpus run", unit="runs")
+    degrades = points_above(runs.lambada_delta_pct / 100, 0.0, "LAMBADA change of every stored "
+                            "run with linear or gated layers (but the 247K-token one)", unit="runs")
     artifact = _decision(REPRODUCED if at_once < ARTIFACT_MARGIN else NOT_REPRODUCED,
                          f"LAMBADA right after linearizing L10–L13, before any fine-tuning: "
-                         f"{at_once:+.1%} against the {ARTIFACT_MARGIN:.2%} an artifact-free "
-                         "linearization may cost (point estimate, as tex line 473 reports it)",
+                         f"{at_once:+.1%} against the {ARTIFACT_MARGIN:.0%} an artifact-free "
+                         "linearization may cost (P3's negligible, tex line 19; point estimate, as "
+                         "tex line 473 reports it)",
                          NEGATIVE)
     dec, _ = by_parts({"degrades": degrades, "not a linearization artifact": artifact})
     extra = (1 + lin.lambada_delta_pct / 100) / (1 + ctl.lambada_delta_pct / 100) - 1

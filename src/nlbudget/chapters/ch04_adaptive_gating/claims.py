@@ -12,6 +12,7 @@ from nlbudget.chapters.ch04_adaptive_gating.authors import (
     author_context_vs_token, author_gate_auc, author_gate_routing, author_linear_probe,
     author_negative_regularization, author_two_phase, claim_forty_percent, claim_large_gated,
     claim_nofly_retention, compound)
+from nlbudget.chapters.ch04_adaptive_gating.authors_delta import author_delta_skew
 from nlbudget.chapters.ch04_adaptive_gating.authors_gate_sizes import SCALE_SWEEPS, author_larger_gates
 from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
@@ -338,6 +339,7 @@ def claim_delta_skew(F, S) -> Claim:
                                                                          what="tail share − 50 %")
     dec, parts = by_parts({"most tokens near-linear": dn, "a thin tail carries most δ": dt})
     return decided("P3.delta-skew", dec, parts=parts, tested=TRANSFER,
+                   authors=author_delta_skew(NEAR_LINEAR),
                    positive=controls.none_needed("δ is measured on tokens no surrogate was "
                                                  "fit on; nothing is trained for it"),
                    setting=f"{name} on {S['corpus']}",
@@ -346,7 +348,6 @@ def claim_delta_skew(F, S) -> Claim:
                    f"{min(top):.0%}–{max(top):.0%} of the positive δ",
                    control="the paper's 90 % near-linear (tex line 522) and 'most' of δ in the "
                    "top tenth (over half: the book's), over layers",
-                   author_data="GPT-2 Medium L12: median δ 0.003, 95th percentile 0.45",
                    needs="more gate-training windows", scale=_scale(F, S))
 
 
