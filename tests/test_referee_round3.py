@@ -402,3 +402,36 @@ def test_the_symmetric_forms_perplexity_margin_is_the_papers_negligible():
     assert "more for a t interval" in lm["needs"]
     assert "each of which must hold" in _committed("P1.symmetry-matters")["reason"]
     assert "training length" in _committed("BOOK.P1.modular-symmetric-vs-gated")["note"]
+
+
+# ------------------------------------------------ round three, fifth cold read (47 of 53)
+
+
+def test_a_decided_row_names_the_control_that_blocked_its_own_experiment():
+    """A row decided by other evidence says why its own experiment does not count (the failed
+    control, in its note), and a `partly` with an open part says what would decide it (before:
+    P3.sequential-vs-parallel's cause part read as merely noisy, its needs empty)."""
+    sp = _committed("P3.sequential-vs-parallel")
+    assert sp["parts"]["its cause (reproduction)"] == INC
+    assert "middle third costs more than the topology gap's margin" in sp["needs"]
+    assert "P3's negligible" in sp["reason"]
+    assert "reproduction: the positive control failed" in _committed("P3.two-phase-gated")["note"]
+    c = V.decided("P3.x", V.Decision(R, "r", V.POSITIVE), tested=V.REPRODUCTION,
+                  positive=controls.Control("trained", "no", False, "train longer", "both"),
+                  authors=V.evidence(V.AUTHORS, V.Decision(NR, "a", V.NEGATIVE), measured="m",
+                                     reads="points", control=NONE),
+                  measured="m", control="c")
+    assert c.verdict == NR and "reproduction: the positive control failed" in c.note
+
+
+def test_labels_and_scopes_say_no_more_than_the_evidence():
+    """P2.random-universal is `verified at the sizes checked` only when every size was (one
+    stalled: no label); P3.compound-gating's scope is the sentence's model (tex 321–343), the
+    other stored compound runs reported, and the text's ~21 % said to be arithmetic."""
+    assert _committed("P2.random-universal")["shows"] == ""
+    import csv
+    rows = {r["id"]: r for r in csv.DictReader(open(paths.repo_root() / "data" / "claims.csv",
+                                                    encoding="utf-8"))}
+    assert "Pythia" not in rows["P3.compound-gating"]["paper_scale"]
+    m = _committed("P3.compound-gating")["evidence"][V.AUTHORS]["measured"]
+    assert "gpt2: 12 of 12" in m and "arithmetic" in m and "not judged" in m

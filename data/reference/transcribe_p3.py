@@ -192,6 +192,16 @@ def gating(src: Path, out: Path):
                      "gated_pct": c["delta_pct"], "gated_ci_lo_pct": c["delta_ci_lo"],
                      "gated_ci_hi_pct": c["delta_ci_hi"], "routed_pct": c["avg_linear_pct"],
                      "flops_saved_total_pct": c["flops_saved_total_pct"], "source": name})
+    # GPT-2 small (d = 768: 769-parameter linear gates), all 12 gates at once; the file holds
+    # no FLOPs count, no all-linear run and no interval
+    d = json.loads((src / "compound_gate_results.json").read_text())
+    c = d["compound"]
+    routed = list(c["per_layer_linear_pct"].values())
+    rows.append({"model": "gpt2", "gated_layers": c["layers_gated"], "n_layers": 12,
+                 "baseline_ppl": d["baseline_ppl"], "all_linear_pct": "",
+                 "gated_pct": c["delta_pct"], "gated_ci_lo_pct": "", "gated_ci_hi_pct": "",
+                 "routed_pct": round(sum(routed) / len(routed), 2), "flops_saved_total_pct": "",
+                 "source": "compound_gate_results.json"})
     write(rows, out / "p3_compound.csv")
     finetune(src, out)
     large_gates(src, out)

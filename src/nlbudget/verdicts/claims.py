@@ -324,6 +324,11 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
         stands = stands_despite(own, positive) if not pieces or kind == tested else ""
         if stands:
             kw["note"] = "; ".join(x for x in (kw.get("note", ""), stands) if x)
+        if failed and tested and kind != tested:  # decided by other evidence: say why ours is not
+            kw["note"] = "; ".join(x for x in (kw.get("note", ""),
+                                               f"{tested}: {failed[0].why()}") if x)
+        if failed and INCONCLUSIVE in (kw.get("parts") or {}).values():
+            kw["needs"] = "; ".join(f.why() for f in failed)  # what would decide the open part
     elif failed:
         # where the rule alone decided and the control blocked it, the control is what would
         # decide it: the rule's own budget (more windows, more seeds) is not needed
