@@ -124,6 +124,15 @@ def gate_sizes(src: Path, out: Path):
                       "delta_pct": round(g["delta_pct"], 4), "routed_pct": round(g["pct_linear"], 2),
                       "source": name}
                      for g in layer["gates"] if g["name"] in arch]  # L0 of Pythia-2.8B: none
+    # GPT-2 small's four gates at each of its 12 layers, from the run that then gated all 12 at
+    # once (compound_gate_results.json): each layer's gates against each other
+    d = json.loads((src / "compound_gate_results.json").read_text())
+    rows += [{"model": "gpt2 (compound sweep)", "layer": int(k.split("_")[1]), "gate": g["name"],
+              "architecture": arch[g["name"]], "params": g["params"],
+              "delta_pct": g["delta_pct"], "routed_pct": g["pct_linear"],
+              "source": "compound_gate_results.json"}
+             for k, v in d.items() if k.startswith("layer_") for g in v["results"]
+             if g["name"] in arch]
     write(rows, out / "p3_gate_sizes.csv")
 
 
