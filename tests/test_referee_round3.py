@@ -443,3 +443,13 @@ def test_labels_and_scopes_say_no_more_than_the_evidence():
     assert "Pythia" not in rows["P3.compound-gating"]["paper_scale"]
     m = _committed("P3.compound-gating")["evidence"][V.AUTHORS]["measured"]
     assert "gpt2: 12 of 12" in m and "arithmetic" in m and "not judged" in m
+
+
+def test_an_undecided_row_whose_two_way_control_failed_says_so_in_its_reason():
+    """BOOK.V.linear-vs-recovery: the rule leaves ρ undecided against Cohen's medium 0.3 (the
+    book's margin, now named), and its read-out control, guarding both directions, failed: the
+    reason says both (before: the control only in needs)."""
+    r = _committed("BOOK.V.linear-vs-recovery")
+    assert r["verdict"] == INC and "Cohen's medium" in r["reason"]
+    assert r["reason"].endswith("its positive control failed too (needs)")
+    assert "literal" in _committed("P3.gate-routing")["evidence"][V.AUTHORS]["measured"]

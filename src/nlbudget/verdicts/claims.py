@@ -280,6 +280,15 @@ def _headline(pieces: dict) -> tuple[str | None, Decision]:
                            or "nothing was measured")
 
 
+def _blocked_too(own: Decision, failed: list) -> str:
+    """An undecided row whose rule left it open and whose control, guarding either direction,
+    failed as well: its reason says so (the control is in its needs)."""
+    if own.verdict in (INCONCLUSIVE, NOT_RUN) and "positive control" not in own.reason and any(
+            f.guards == "both" for f in failed):
+        return "; its positive control failed too (needs)"
+    return ""
+
+
 def decided(claim_id: str, decision: Decision, *, positive: Control | None = None,
             tested: str | None = None, setting: str = "", authors: dict | None = None,
             reads: str = "intervals", **kw) -> Claim:
@@ -336,5 +345,6 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
             guarded(decision, positive).verdict == INCONCLUSIVE
         kw["needs"] = "; ".join([f.why() for f in failed] + ([kw["needs"]] if kw.get("needs")
                                                              and not blocked else []))
-    return Claim(claim_id, verdict=own.verdict, reason=own.reason, positive_control=pc,
+    return Claim(claim_id, verdict=own.verdict, reason=own.reason + _blocked_too(own, failed),
+                 positive_control=pc,
                  evidence=pieces, finds=own.finds, **kw)

@@ -25,8 +25,10 @@ from nlbudget.verdicts.readings import (fdr_discoveries, fisher_interval, k_of_n
 #: P3: "25–56 % of tokens routed linear at < 1 % PPL cost".
 MIN_ROUTED, MAX_COST = 0.25, 0.01
 
-#: The share of layers that must show it (the author's GPT-2 Medium: 12 of 23); better than
-#: random routing (the book's margin): the gate saves RANDOM_GAIN of random routing's cost.
+#: The share of layers that must show it — the book's reading of a range the text gives over
+#: layers without saying how many layers it covers (stated with the rule; the row also reports
+#: the literal every-layer reading); better than random routing (the book's margin): the gate
+#: saves RANDOM_GAIN of random routing's cost.
 ROUTING_SHARE, RANDOM_GAIN = 0.5, 0.25
 
 #: "Modest (0.54–0.61)" (tex line 213): a layer's AUC lies in (0.5, AUC_MODEST) — the upper

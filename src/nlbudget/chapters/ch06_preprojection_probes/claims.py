@@ -23,10 +23,11 @@ NOISE_FACTOR, MIN_RTOL = 2.0, 1e-5
 
 #: Minimum effects against LoRA. The paper evaluates on 500 items, where one binomial standard
 #: error of an accuracy near its 35 % is about 2 points: it could not itself tell apart a
-#: smaller gain. Perplexity: 2 % lower than LoRA's (the same margin as chapter 02's).
+#: smaller gain. Perplexity: 2 % lower than LoRA's (the book's, stated with the rule).
 MIN_ACC_GAIN, MIN_PPL_GAIN = 0.02, 0.02
 
-#: "Late layers use the skip most": a Spearman ρ of at least this between layer and use.
+#: "Late layers use the skip most": a Spearman ρ of at least this between layer and use (the
+#: book's: Cohen's conventional "medium" correlation).
 MIN_RHO = 0.3
 
 
