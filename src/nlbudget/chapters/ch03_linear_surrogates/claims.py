@@ -459,8 +459,8 @@ def claim_lambada_degradation(F, S) -> Claim:
     linearization artifact" (tex line 486; +19.7 % beside the two-phase run, line 503). Two
     parts on the author's runs, read as the author reports them (`authors.author_lambada`):
     every stored run but the 247K-token one degrades LAMBADA; and linearizing alone, before any
-    fine-tuning, changes it by less than `authors.ARTIFACT_MARGIN`. No run here: the pair is trained on one
-    corpus."""
+    fine-tuning, changes it by less than `authors.ARTIFACT_MARGIN`. No run here: the pair is
+    trained on one corpus."""
     authors = author_lambada()
     return decided("P3.lambada-degradation", Decision(NOT_RUN, "the pair has no second corpus "
                    "to degrade on"), authors=authors, tested=REPRODUCTION,

@@ -171,6 +171,13 @@ def one_architecture(gm) -> str:
             "four the text counts (tex line 204), so it cannot answer the sentence")
 
 
+def medium_gates():
+    """GPT-2 Medium's stored best gate per layer on the paper's own 12,000-token evaluation (tex
+    line 127; layer 0 has none) and on the author's larger one: (12k, larger)."""
+    return (reference("gpt2_medium_12k").dropna(subset=["gate_pct"]),
+            reference("gate_costs").query("model == 'gpt2-medium'"))
+
+
 def author_gate_routing(share: float, min_routed: float, max_cost: float) -> dict:
     """P3's "25–56 % linear routing at < 1 % perplexity cost in GPT-2" (tex lines 19, 213, 633)
     on the author's sweeps, read on their points with the book's rule (a layer counts where its
@@ -182,9 +189,8 @@ def author_gate_routing(share: float, min_routed: float, max_cost: float) -> dic
     falls short cannot refute the best of four (not run). Every model whose file can answer must
     hold (`all_of`)."""
     decs, texts, every = {}, [], []
-    medium = reference("gate_costs").query("model == 'gpt2-medium'")
-    for m, t in (("gpt2-large", reference("large_gates")),
-                 ("gpt2-medium", reference("gpt2_medium_12k").dropna(subset=["gate_pct"]))):
+    m12, medium = medium_gates()
+    for m, t in (("gpt2-large", reference("large_gates")), ("gpt2-medium", m12)):
         ok = (t.routed_pct >= 100 * min_routed) & (t.gate_pct < 100 * max_cost)
         single, k = one_architecture(t) if "gate_params" in t else "", int(ok.sum())
         text = (f"{k} of {len(t)} layers' {'gates (one architecture)' if single else 'best gates'}"
@@ -212,8 +218,7 @@ def author_negative_regularization(medium_share: float) -> dict:
     lines 37, 49, 379): GPT-2 Medium's 4 of 23 with the best of four gates (the stored sweep
     holds one architecture: `one_architecture`, not run) and GPT-2 Large's 11 of 36 (the
     four-gate sweep, as `claim_large_gated` reads it), each on the author's points."""
-    gm = reference("gpt2_medium_12k").dropna(subset=["gate_pct"])  # the paper's evaluation
-    g35 = reference("gate_costs").query("model == 'gpt2-medium'")
+    gm, g35 = medium_gates()  # the paper's evaluation, the larger one
     lg = reference("large_gates")
     better, worse = int((gm.gate_pct < 0).sum()), int((gm.gate_pct > 0).sum())
     single = one_architecture(gm)
@@ -247,8 +252,7 @@ def claim_forty_percent(F, S) -> Claim:
     the text's 39.9 % is no stored figure. The share is the best of four gates' (tex lines 204,
     334): a file of one architecture cannot answer it (`one_architecture`: not run). The book's
     own routing is `P3.gate-routing`."""
-    gm = reference("gpt2_medium_12k").dropna(subset=["gate_pct"])  # the paper's evaluation
-    g35 = reference("gate_costs").query("model == 'gpt2-medium'")
+    gm, g35 = medium_gates()  # the paper's evaluation, the larger one
     large = reference("large_gates").routed_pct.mean() / 100
     share, single = gm.routed_pct.mean() / 100, one_architecture(gm)
     parts = {"share": Decision(NOT_RUN, f"{single}; its mean routed share over {len(gm)} "
