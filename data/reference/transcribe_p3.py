@@ -49,6 +49,7 @@ def main(src: Path, out: Path):
     linear_probe(src, out.parent)
     gate_sizes(src, out.parent)
     residual_clusters(src, out.parent)
+    forensics(src, out.parent)
 
 
 #: GPT-2 Medium's sweep on the paper's own evaluation split: 12,000 tokens (tex line 127),
@@ -150,6 +151,23 @@ def residual_clusters(src: Path, out: Path):
              "std_delta": round(c["std_delta"], 6), "source": RESIDUAL_CLUSTERS}
             for key, v in d.items() for c in v["clusters"]]
     write(rows, out / "p3_residual_clusters.csv")
+
+
+#: GPT-2 Medium's token-feature regression of δ (tex lines 223–230: "50,000 tokens", "13
+#: per-token features", R² at L1, L12, L23 and the function-word correlation): the file's token
+#: count, sample count and feature count are kept, for the row to compare with the text's.
+FORENSICS = "forensics_gpt2-medium.json"
+
+
+def forensics(src: Path, out: Path):
+    d = json.loads((src / FORENSICS).read_text())
+    rows = [{"model": d["model"], "layer": x["layer"], "n_tokens": d["n_tokens"],
+             "n_samples": x["regression"]["n_samples"],
+             "n_features": len(x["regression"]["feature_importances"]),
+             "r_squared": x["regression"]["r_squared"],
+             "function_word_r": x["hypotheses"]["H3_function_word"]["correlation"],
+             "source": FORENSICS} for x in d["per_layer"]]
+    write(rows, out / "p3_forensics.csv")
 
 
 def write(rows, out: Path):

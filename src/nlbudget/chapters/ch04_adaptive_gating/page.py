@@ -8,6 +8,7 @@ import pandas as pd
 
 from nlbudget import plots
 from nlbudget.chapters.ch04_adaptive_gating.claims import _main, middle_rows, reference
+from nlbudget.chapters.ch04_adaptive_gating.authors import COLLINEAR, TOKEN_GAP
 
 
 def scale(S: dict) -> dict:
@@ -69,7 +70,11 @@ def nofly_table(nofly: dict) -> pd.DataFrame:
 def paper_compound() -> dict:
     """The author's GPT-2 Medium compound result: {label: (layers, PPL change, FLOPs saved)}."""
     pc = reference("compound").set_index("model").loc["gpt2-medium"]
-    return {"GPT-2 Medium": (int(pc.gated_layers), pc.gated_pct / 100,
+    ct = reference("context_vs_token")
+    close = ct[(ct.cos_token_context.abs() < COLLINEAR) & (ct.full - ct.token_only <= TOKEN_GAP)]
+    return {
+        "author_token_close": "; ".join(f"{r.model} L{r.layer} (token {r.token_only:.3f}, full "
+                                        f"{r.full:.3f})" for r in close.itertuples()) or "none","GPT-2 Medium": (int(pc.gated_layers), pc.gated_pct / 100,
                              pc.flops_saved_total_pct / 100)}
 
 
@@ -104,7 +109,11 @@ def glue(F: dict, S: dict) -> dict:
     rows = R["per_layer"]
     routed = [r["gate"]["routed"] for r in rows]
     pc = reference("compound").set_index("model").loc["gpt2-medium"]
+    ct = reference("context_vs_token")
+    close = ct[(ct.cos_token_context.abs() < COLLINEAR) & (ct.full - ct.token_only <= TOKEN_GAP)]
     return {
+        "author_token_close": "; ".join(f"{r.model} L{r.layer} (token {r.token_only:.3f}, full "
+                                        f"{r.full:.3f})" for r in close.itertuples()) or "none",
         "author_compound": f"{pc.gated_pct:+.0f} %",
         "author_flops": f"{pc.flops_saved_total_pct:.0f} %",
         "routed_range": f"{min(routed):.0%}–{max(routed):.0%}",
