@@ -453,3 +453,28 @@ def test_an_undecided_row_whose_two_way_control_failed_says_so_in_its_reason():
     assert r["verdict"] == INC and "Cohen's medium" in r["reason"]
     assert r["reason"].endswith("its positive control failed too (needs)")
     assert "literal" in _committed("P3.gate-routing")["evidence"][V.AUTHORS]["measured"]
+
+
+def test_a_derivation_without_numerical_checks_does_not_say_they_hold():
+    """P1.kv-memory and P1.static-query run a symbolic check and its perturbed control only;
+    their reason no longer says "the numerical checks hold" (before: a stock phrase)."""
+    from nlbudget.verdicts.decisions import derivation
+
+    none = derivation(True, {}, {"perturbed": True})
+    assert none.verdict == R and "no numerical check is run" in none.reason
+    some = derivation(True, {"matches": True}, {"perturbed": True})
+    assert "the numerical checks hold" in some.reason
+    assert derivation(True, {"matches": False}, {"perturbed": True}).verdict == NR
+    assert "no numerical check is run" in _committed("P1.kv-memory")["reason"]
+
+
+def test_the_pair_control_and_the_row_quote_one_ablation_figure():
+    """P3.sequential-vs-parallel's measured "MLPs zeroed" and its control's "zeroing the MLPs"
+    are the same minimum over every seed of both models (before: +568 % against +856 %, the
+    control reading the first seed only)."""
+    import re
+
+    c = _committed("P3.sequential-vs-parallel")
+    row = re.search(r"MLPs zeroed: (\+\d+%)", c["measured"]).group(1)
+    ctl = re.search(r"zeroing the MLPs: (\+\d+%)", json.dumps(c, ensure_ascii=False)).group(1)
+    assert row == ctl

@@ -170,8 +170,10 @@ def derivation(proved: bool | None, checks: dict[str, bool],
                         "this step) and the controls fail as they must")
     if proved and all(checks.values()):
         return Decision(REPRODUCED, "the symbolic check holds (a proof, or an identity at the "
-                        "sizes checked: see what the row can show), the numerical checks hold, "
-                        "and the controls fail as they must")
+                        "sizes checked: see what the row can show), "
+                        + ("the numerical checks hold" if checks else
+                           "no numerical check is run for this step")
+                        + ", and the controls fail as they must")
     failed = ([] if proved in (True, None) else ["proof"]) + [k for k, v in checks.items() if not v]
     return Decision(NOT_REPRODUCED, f"failed: {', '.join(failed)}")
 
