@@ -70,11 +70,7 @@ def nofly_table(nofly: dict) -> pd.DataFrame:
 def paper_compound() -> dict:
     """The author's GPT-2 Medium compound result: {label: (layers, PPL change, FLOPs saved)}."""
     pc = reference("compound").set_index("model").loc["gpt2-medium"]
-    ct = reference("context_vs_token")
-    close = ct[(ct.cos_token_context.abs() < COLLINEAR) & (ct.full - ct.token_only <= TOKEN_GAP)]
-    return {
-        "author_token_close": "; ".join(f"{r.model} L{r.layer} (token {r.token_only:.3f}, full "
-                                        f"{r.full:.3f})" for r in close.itertuples()) or "none","GPT-2 Medium": (int(pc.gated_layers), pc.gated_pct / 100,
+    return {"GPT-2 Medium": (int(pc.gated_layers), pc.gated_pct / 100,
                              pc.flops_saved_total_pct / 100)}
 
 
