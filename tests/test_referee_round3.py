@@ -478,3 +478,28 @@ def test_the_pair_control_and_the_row_quote_one_ablation_figure():
     row = re.search(r"MLPs zeroed: (\+\d+%)", c["measured"]).group(1)
     ctl = re.search(r"zeroing the MLPs: (\+\d+%)", json.dumps(c, ensure_ascii=False)).group(1)
     assert row == ctl
+
+
+def test_obtained_says_what_decides_the_row():
+    """`obtained` is computed from what decides a row (before: "replicated" by default, so a
+    row decided by the author's files, or one where nothing ran, claimed the book's own
+    independent code, and an identity checked at one size claimed a proof)."""
+    auth = V.evidence(V.AUTHORS, V.Decision(R, "4 of 4 points", V.POSITIVE), reads="points",
+                      measured="the author's points", setting="file",
+                      control=controls.none_needed("the author's files"))
+    c = V.decided("P3.x", V.Decision(NRUN, "not measured"), positive=NONE, tested=V.TRANSFER,
+                  authors=auth, measured="not measured here", control="c", needs="a run")
+    assert c.verdict == R and c.obtained == "reproduced"
+    own = V.decided("P3.y", V.Decision(R, "beyond its interval", V.POSITIVE), positive=NONE,
+                    tested=V.REPRODUCTION, measured="m", control="c")
+    assert own.obtained == "replicated"
+    nothing = V.decided("P3.z", V.Decision(NRUN, "not measured"), positive=NONE,
+                        tested=V.REPRODUCTION, measured="not measured", control="c", needs="n")
+    assert nothing.obtained == "none"
+    one_size = V.decided("P1.x", V.derivation(True, {}, {"perturbed": True}), kind="derivation",
+                         shows="verified at the sizes checked", measured="sympy", control="c")
+    proof = V.decided("P1.y", V.derivation(True, {}, {"perturbed": True}), kind="derivation",
+                      shows="proved", measured="sympy", control="c")
+    assert (one_size.obtained, proof.obtained) == ("verified", "derived")
+    assert _committed("P3.forty-percent")["obtained"] == "reproduced"
+    assert _committed("P3.simultaneous")["obtained"] == "none"

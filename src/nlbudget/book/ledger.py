@@ -137,6 +137,11 @@ def ledger_rows(profile: str, results_dir: Path | None = None) -> list[dict]:
     return with_committed(rows)
 
 
+OBTAINED_WORDS = {"replicated": "(the book's own, independent code)",
+                  "reproduced": "(the author's own data, re-analysed)",
+                  "derived": "(a proof)",
+                  "verified": "(an identity checked symbolically at the sizes shown)",
+                  "none": "(nothing run or re-analysed decides it)"}
 GUARDS_TEXT = {"negative": "guards the negative findings", "positive": "guards the positive "
                "findings", "both": "guards both directions"}
 
@@ -341,9 +346,7 @@ def _details(r: dict) -> list[str]:
         out.append(f"**what it can show:** {r['shows']}")
     if r.get("obtained"):
         out.append(f"**obtained:** {r['obtained']} "
-                   + {"replicated": "(the book's own, independent code)",
-                      "reproduced": "(the author's own code or data)",
-                      "derived": "(a proof)"}.get(r["obtained"], ""))
+                   + OBTAINED_WORDS.get(r["obtained"], ""))
     for prof in COMMITTED:
         c = r.get(f"{prof}_row")
         if c:
@@ -409,8 +412,10 @@ def intro(profile: str) -> list[str]:
         "(their per-layer 'intervals' are unpaired spreads, not intervals of the cost), with "
         "the paper's own denominator. The headline verdict is "
         f"{claims.HEADLINE_RULE}.",
-        "* *obtained*: **replicated** with the book's own code, **reproduced** with the "
-        "author's code or data, or **derived** by proof.", "",
+        "* *obtained*: what decides the row — **replicated** with the book's own code, "
+        "**reproduced** from the author's data, **derived** by proof, **verified** (an "
+        "identity checked symbolically at the sizes shown, not a proof for every size), or "
+        "**none** (nothing run or re-analysed decides it).", "",
     ]
 
 

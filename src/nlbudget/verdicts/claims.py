@@ -24,7 +24,10 @@ re-analysed with the same rule, a reproduction in the paper's setting as near as
 allows, a transfer to another model — and its headline verdict follows `HEADLINE_RULE`.
 
 How a row was obtained, in the ACM artifact-review sense: `replicated` (the book's own,
-independent code), `reproduced` (the author's own code or data), `derived` (a proof).
+independent code), `reproduced` (the author's own data, re-analysed), `derived` (a proof),
+`verified` (an identity checked symbolically at the sizes shown, not proved for every size),
+`none` (nothing the book ran or re-analysed decides it). Computed from the row's evidence and
+verdict (`Claim.__post_init__`), never set by hand against them.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ HEADLINE_RULE = ("the reproduction where it decides; else the authors' data wher
 #: paper: a claim of one of the papers; derivation: a step of a paper's argument, checked by
 #: proof; book: a question the book asks itself (no paper predicts an answer).
 KINDS = ("paper", "derivation", "book")
-#: ACM artifact review: replicated = independent code; reproduced = the author's code or data.
-OBTAINED = ("replicated", "reproduced", "derived")
+#: ACM artifact review: replicated = independent code; reproduced = the author's code or data;
+#: derived = a proof; verified = an identity checked at the sizes shown; none = nothing decides.
+OBTAINED = ("replicated", "reproduced", "derived", "verified", "none")
 
 @dataclass(frozen=True)
 class Claim:
@@ -87,6 +91,7 @@ class Claim:
     construction: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        object.__setattr__(self, "obtained", self._obtained())
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
         if not self.measured:
@@ -138,6 +143,22 @@ class Claim:
             if len(self.parts) < 2 or not held or len(held) == len(self.parts):
                 raise ValueError(f"{self.id}: 'partly' needs several parts, some holding: "
                                  f"{self.parts}")
+
+    def _obtained(self) -> str:
+        """How the row's verdict was obtained, from what decides it: nothing (`not run`, or
+        no evidence that decides) → none; a derivation shown only at the sizes checked →
+        verified; the author's files setting the headline → reproduced; else the row's own
+        (`derived` for a proof, `replicated` for the book's code)."""
+        if self.verdict == NOT_RUN:
+            return "none"
+        if self.kind == "derivation":
+            return "verified" if self.shows == "verified at the sizes checked" else "derived"
+        if self.evidence:
+            kind, _ = headline(self.evidence)
+            decides = [k for k, e in self.evidence.items() if e["verdict"] in DECIDING]
+            if kind == AUTHORS or (decides and set(decides) <= {AUTHORS}):
+                return "reproduced"
+        return self.obtained if self.obtained in OBTAINED else "replicated"
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -298,8 +319,9 @@ def decided(claim_id: str, decision: Decision, *, positive: Control | None = Non
     (`authors`, an `evidence` piece) where there are any. `needs` (what would decide it) is
     kept only where the verdict is inconclusive or not run, with any failed control first."""
     if positive is None and kw.get("kind") == "derivation":
-        positive = Control("none needed: a proof, checked numerically (its negative controls "
-                           "are in the rule)", "", None)
+        positive = Control("none needed: nothing is trained or fitted (a symbolic check; its "
+                           "negative controls, the perturbed statements it must reject, are in "
+                           "the rule)", "", None)
     if kw.get("shows") == BOOKS_CONSTRUCTION and kw.get("kind", "paper") != "book":
         decision, kw["construction"] = paper_object(claim_id, guarded(decision, positive),
                                                     kw.get("needs", ""), kw.pop("parts", None))

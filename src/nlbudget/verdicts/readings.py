@@ -151,11 +151,12 @@ def k_of_n(k: int, k_not: int, n: int, paper_share: float, *, what: str = "layer
     inconclusive otherwise."""
     share, lo, _ = stats.proportion_interval(k, n)
     _, _, hi = stats.proportion_interval(n - k_not, n)
-    how = "by point estimate" if "point estimates" in what else "beyond their intervals"
+    points = "point estimates" in what
+    how = "by point estimate" if points else "beyond their intervals"
     text = (f"{k} of {n} {what.replace(' (point estimates)', '')} {how} ({share:.0%}, "
             f"Clopper–Pearson lower "
-            f"{lo:.0%}), {k_not} clearly do not (at most {hi:.0%} could), against the paper's "
-            f"{paper_share:.0%}")
+            f"{lo:.0%}), {k_not} {'do not, by point estimate' if points else 'clearly do not'}"
+            f" (at most {hi:.0%} could), against the paper's {paper_share:.0%}")
     if lo > 0:
         return _decision(REPRODUCED, text, claims)
     if hi < paper_share:
@@ -167,9 +168,11 @@ def some_of(k: int, k_not: int, n: int, what: str, claims: str = POSITIVE) -> De
     """A question "do *some* units show it?" (no share stated): reproduced if at least one of
     the `n` shows it beyond its interval (or by its point, for an author's points), not
     reproduced if every one clearly does not, inconclusive otherwise."""
-    how = "by point estimate" if "point estimates" in what else "beyond their intervals"
-    text = (f"{k} of {n} {what.replace(' (point estimates)', '')} {how}, {k_not} clearly do "
-            "not (the question: does any?)")
+    points = "point estimates" in what
+    how = "by point estimate" if points else "beyond their intervals"
+    text = (f"{k} of {n} {what.replace(' (point estimates)', '')} {how}, {k_not} "
+            f"{'do not, by point estimate' if points else 'clearly do not'} (the question: "
+            "does any?)")
     if k > 0:
         return _decision(REPRODUCED, text, claims)
     if k_not == n:
