@@ -389,7 +389,7 @@ def test_ch03_progressive_is_judged_against_the_original_model():
     # …and the author's files then decide what they hold: the 4-layer runs beat the original
     # (on their points); the 5-layer, 50-step sentence is in no stored file
     assert c.verdict == P and c.parts == {"5 layers at zero cost after 50 steps each": NRUN,
-                                          "4 linear layers beat the original": R}
+                                          "4 linear layers no worse than the original": R}
 
 
 def test_ch03_progressive_control_is_the_books_question_per_model():
@@ -397,11 +397,14 @@ def test_ch03_progressive_control_is_the_books_question_per_model():
     c = c3.claim_progressive_control(f03([0.01] * 30, lin=(145.0, 135.0), ctl=(140.0, 130.0),
                                          seeds=3), S)
     assert c.verdict == R and c.kind == "book"  # the control ends ahead, in both models
+    # (the pair's middle third costs 3 %: the assay can show a 1 % gap)
     assert verdict(c3.claim_progressive_control, f03([0.01] * 30, lin=(130.0, 120.0),
-                                                      ctl=(140.0, 130.0), seeds=3), S) == NR
-    # behind, but by less than half the gap the paper's numbers imply: not reproduced
+                                                      ctl=(140.0, 130.0), seeds=3,
+                                                      seq_mid=0.03, par_mid=0.03), S) == NR
+    # behind, but by less than P3's negligible 1 % (tex line 19): not reproduced
     assert verdict(c3.claim_progressive_control, f03([0.01] * 30, lin=(140.1, 130.1),
-                                                      ctl=(140.0, 130.0), seeds=3), S) == NR
+                                                      ctl=(140.0, 130.0), seeds=3,
+                                                      seq_mid=0.03, par_mid=0.03), S) == NR
     # where the pair does not decide, the author's stored runs do, read on their points (one
     # run each: a consistency check, whichever way it points)
     for lin, ctl, seeds in (((141.07, 131.0), (140.0, 130.0), 3), ((160.0, 150.0), (140.0, 130.0), 1)):
@@ -554,14 +557,15 @@ def test_ch04_auc():
 
 
 def test_ch04_larger_gates():
-    """The author's sweeps decide the headline on their points (Pythia-2.8B's b=1 gate beats
-    the d+1 gate by more than the paper's negligible 1 % at 14 of 31 layers: not reproduced);
-    the book's own MLP gates are the transfer, judged by the rule here."""
+    """The author's GPT-2 sweeps decide the headline on their points (no larger gate up to
+    24K parameters is more than 1 % cheaper while routing as many tokens: reproduced;
+    Pythia-2.8B, which the text sets apart, is reported); the book's own MLP gates are the
+    transfer, judged by the rule here."""
     S = settings(c4)
 
     def tr(F):
         c = c4.claim_larger_gates(F, S)
-        assert c.verdict == NR and c.reason.startswith("authors' data")
+        assert c.verdict == R and c.reason.startswith("authors' data")
         v = c.evidence["transfer"]["verdict"]
         return {TR: R, PTR: P, DNT: NR}.get(v, v)
     assert tr(f04()) == NRUN  # no MLP gate measured: the transfer is not run
@@ -599,13 +603,24 @@ def test_ch04_context_not_token():
 
 
 def test_ch04_nofly_null_claim_needs_power():
+    """The transfer reads the paper's "r < 0.05" (tex lines 19, 624) on its interval: below it
+    no transfer, above it transfer, crossing it undecided. The author's stored lists decide the
+    headline on their points (test_referee_round4: author_nofly_cross)."""
     S = settings(c4)
-    assert verdict(c4.claim_nofly, f04(nofly=(0.0, -0.03, 0.03)), S) == R  # within ±0.05
-    assert verdict(c4.claim_nofly, f04(nofly=(0.0, -0.1, 0.1)), S) == INC  # the old ±0.2 passed
-    assert verdict(c4.claim_nofly, f04(nofly=(0.6, 0.4, 0.75)), S) == NR
-    c = c4.claim_nofly(f04(nofly=(0.02, -0.6, 0.6), found=10), S)  # ~10 tokens: no power
-    assert c.verdict == INC and "no-fly tokens" in c.needs
-    assert verdict(c4.claim_nofly, f04(nofly=(None, None, None), found=2), S) == INC
+
+    def tr(F):
+        c = c4.claim_nofly(F, S)
+        return c, {TR: R, DNT: NR}.get(c.evidence["transfer"]["verdict"],
+                                       c.evidence["transfer"]["verdict"])
+
+    assert tr(f04(nofly=(0.0, -0.03, 0.03)))[1] == R  # below 0.05
+    assert tr(f04(nofly=(-0.3, -0.5, -0.1)))[1] == R  # a negative r transfers nothing either
+    assert tr(f04(nofly=(0.0, -0.1, 0.1)))[1] == INC  # crosses 0.05 (the old ±0.2 passed)
+    assert tr(f04(nofly=(0.6, 0.4, 0.75)))[1] == NR
+    c, v = tr(f04(nofly=(0.02, -0.6, 0.6), found=10))  # ~10 tokens: no power
+    assert v == INC and "crosses 0.05" in c.evidence["transfer"]["reason"]
+    assert tr(f04(nofly=(None, None, None), found=2))[1] == INC
+    assert c.verdict == c.evidence["authors' data"]["verdict"] == R
 
 
 def test_ch04_delta_skew():
@@ -657,13 +672,14 @@ def test_ch04_gated_negative_regularization_is_a_proportion():
     # none clearly better or worse: undecided layers could all improve
     assert book(fn(f04(rows=[layer_row(l, cost=0.0) for l in range(30)]), S)) == INC
     # the author's GPT-2 Medium sweep holds one gate architecture (6,151 parameters at every
-    # layer), not the best of the four the text's 4 of 23 counts: that part is not run; GPT-2
-    # Large's four-gate sweep answers the other stated part (11 of 36): partly
+    # layer), not the best of the four the text's 4 of 23 counts: not run, left out and named;
+    # the two models are settings (`all_of`), so GPT-2 Large's four-gate sweep (11 of 36)
+    # decides alone, and says so (before: parts, read `partly`)
     c = fn(f04(rows=rows), S)
     a = c.evidence["authors' data"]
-    assert a["verdict"] == P and "one architecture" in a["reason"]
-    assert a["parts"] == {"GPT-2 Medium, 4 of 23": NRUN, "GPT-2 Large, 11 of 36": R}
-    assert "0 of 23" in a["measured"] and c.verdict == P
+    assert a["verdict"] == R and "one architecture" in a["reason"]
+    assert "judged on GPT-2 Large (11 of 36) alone (1 of 2 not run)" in a["reason"]
+    assert "0 of 23" in a["measured"] and c.verdict == R
 
 
 def with_pair(F, cost=0.02, curve=FLAT, nonlinear_layer=1):
@@ -1563,7 +1579,7 @@ def test_ch03_lambada_degradation_on_the_author_runs():
 
 
 def test_ch04_nofly_retention_against_stable_tokens():
-    from nlbudget.chapters.ch04_adaptive_gating import authors
+    from nlbudget.chapters.ch04_adaptive_gating import authors_nofly as authors
     d = authors.retention_decision
     assert d(10, 100, 0.6, "x").verdict == R      # far below what stable tokens keep
     assert d(75, 100, 0.6, "x").verdict == NR     # keep it as a fixed property would
@@ -1586,18 +1602,27 @@ def test_ch04_nofly_retention_against_stable_tokens():
         rows = pd.DataFrame({"build_mean": built[keep][:300], "build_std": 0.4, "build_n": 12,
                              "test_std": 0.4, "test_n": 8})
         assert truth - 0.15 < authors.stable_retention(rows) < truth
-    # the row on the author's file: each corpus a part (the paper's table states its numbers
-    # per corpus): LAMBADA below the stable-token reference, WikiText-train undecided: partly;
-    # SmolLM2's few tokens undecided
+    # the paper's row on the author's file, read on its points, each corpus a setting: 31.5 %
+    # and 22 % still no-fly, fewer than half (the book's reading of "few"); SmolLM2's 2 tokens
+    # found again cannot place its share (an interval over the book's own count)
     F = {"pretrained": {"m": {}}, "nofly": {"m": {"layer": 3, "by_target": {
         "c": {"found": 2, "still_nofly": 0, "flipped": 1}}}}}
     c = c4.claim_nofly_retention(F, {"corpus": "a", "cross_corpus": "c"})
     a = c.evidence["authors' data"]
-    assert "wikitext-train" in a["reason"] and "lambada" in a["reason"]
-    assert c.verdict == P and c.parts == {"wikitext-train": INC, "lambada": R}
+    assert a["reads"] == "points" and "47 of 149" in a["reason"] and "22 of 100" in a["reason"]
+    assert c.verdict == a["verdict"] == R and not c.parts
     assert c.evidence["transfer"]["verdict"] == INC
-    assert a["verdict"] == P
-    assert "against" in c.evidence["authors' data"]["reason"]
+    assert authors.few_keep(60, 100, "x", True).verdict == NR  # the rule can say no
+    many = {"pretrained": {"m": {}}, "nofly": {"m": {"layer": 3, "by_target": {
+        "c": {"found": 100, "still_nofly": 80, "flipped": 1}}}}}  # 80 of 100 keep it
+    assert c4.claim_nofly_retention(many, {"corpus": "a", "cross_corpus": "c"}).evidence[
+        "transfer"]["verdict"] == DNT
+    # the book's question on the author's file: each corpus (a setting) against the share a
+    # stable token would keep: LAMBADA below it, WikiText-train undecided: inconclusive
+    b = c4.claim_nofly_regression(F, {"corpus": "a", "cross_corpus": "c"})
+    assert b.kind == "book" and b.verdict == INC
+    assert "same domain (WikiText-103 train): inconclusive" in b.reason
+    assert "cross-domain (LAMBADA): reproduced" in b.reason
 
     # constructed author's lists: precise tokens far above the cut, re-tested on a corpus where
     # they keep their δ (stable: not reproduced), lose it (reproduced), or are too few to tell
@@ -1611,10 +1636,11 @@ def test_ch04_nofly_retention_against_stable_tokens():
     try:
         for tests, want in ((dict(a=(0.8, 100), b=(0.8, 100)), NR),
                             (dict(a=(-0.1, 100), b=(-0.1, 100)), R),
-                            (dict(a=(-0.1, 100), b=(0.8, 3)), P),  # one corpus undecided
+                            (dict(a=(-0.1, 100), b=(0.8, 3)), INC),  # one corpus undecided
                             (dict(a=(0.8, 3), b=(0.8, 3)), INC),
-                            (dict(a=(-0.1, 100), b=(0.8, 100)), P)):  # each corpus a part
+                            (dict(a=(-0.1, 100), b=(0.8, 100)), NR)):  # settings: all of
             authors.reference = lambda name, t=tests: lists(**t)
-            assert c4.claim_nofly_retention(F, {"corpus": "a", "cross_corpus": "c"}).verdict == want
+            assert c4.claim_nofly_regression(F, {"corpus": "a", "cross_corpus": "c"}).verdict \
+                == want
     finally:
         authors.reference = real

@@ -192,7 +192,7 @@ def test_fisher_interval_matches_scipys_pearson_interval():
 
 
 def test_selection_corrected_mean_undoes_the_winners_curse():
-    from nlbudget.chapters.ch04_adaptive_gating.authors import selection_corrected_mean
+    from nlbudget.chapters.ch04_adaptive_gating.authors_nofly import selection_corrected_mean
     # far above the cut and precise: selection changed nothing
     assert selection_corrected_mean(1.0, 0.1, 100, 0.05) == pytest.approx(1.0, abs=1e-3)
     # barely above a noisy cut: the true mean is most likely below the cut

@@ -127,11 +127,12 @@ def test_a_committed_result_is_rejudged_from_its_stored_figures(tmp_path, monkey
     assert ledger.judge_committed("full", ["04"], log=lambda line: None)[stem]["changed"] == {}
     assert (d / f"{stem}.verdicts.json").read_bytes() == (src / f"{stem}.verdicts.json") \
         .read_bytes()  # nothing changed: the file is kept as it is
-    authors = sys.modules[profiles.chapter("04").module + ".authors"]
-    # "does not transfer" only 100 % below the stable-token share: no corpus can show it
-    monkeypatch.setattr(authors, "RETENTION_MARGIN", 1.0)
+    nofly = sys.modules[profiles.chapter("04").module + ".authors_nofly"]
+    # "lost beyond regression" only 100 % below the stable-token share: no corpus can show it
+    monkeypatch.setattr(nofly, "RETENTION_MARGIN", 1.0)
     out = ledger.judge_committed("full", ["04"], log=lambda line: None)[stem]
-    assert out["changed"]["P3.nofly-retention"] == ("partly", "not reproduced")
+    assert out["changed"]["BOOK.P3.nofly-beyond-regression"] == ("inconclusive",
+                                                                  "not reproduced")
     assert (d / f"{stem}.json").read_bytes() == figures
     rec = json.loads((d / f"{stem}.fresh.json").read_text())
     assert rec["verdicts"]["file"] == plan.file_sha(d / f"{stem}.verdicts.json")

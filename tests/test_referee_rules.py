@@ -83,7 +83,8 @@ def test_gate_auc_band_is_not_signed_past_over_fitting():
 def test_the_pair_control_measures_the_middle_third_the_claims_linearize():
     """The pair's first layer costs 5 % to linearize (the old control, any layer, passes) while
     its middle third costs 0.3 %: "the linearized model is not behind the control" (a margin of
-    0.76 %) cannot be shown there, so the old `not reproduced` becomes inconclusive."""
+    1 %, P3's negligible; 0.76 % when this test was written) cannot be shown there, so the
+    old `not reproduced` becomes inconclusive."""
     S = settings(c3)
     F = f03([0.01] * 30, seq_mid=0.003, par_mid=0.003, lin=(140.0, 130.0),
             ctl=(140.0, 130.0), seeds=3)
@@ -249,7 +250,8 @@ def test_the_token_feature_regression_is_read_from_the_file_and_its_mismatch_sai
     assert any(c == "P3.context-not-token" for c, *_ in a4.UNSTORED)
 
 
-@pytest.mark.parametrize("module", ["ch03_linear_surrogates", "ch04_adaptive_gating"])
+@pytest.mark.parametrize("module", ["ch03_linear_surrogates", "ch04_adaptive_gating",
+                                    "ch06_preprojection_probes", "ch07_budget_atlas"])
 def test_every_threshold_cites_its_tex_line_or_says_it_is_the_books(module):
     """Each module-level numeric constant of a P3 chapter's claims is introduced by a comment
     citing the tex line it comes from, the paper's own numbers, or saying it is the book's."""
@@ -259,7 +261,7 @@ def test_every_threshold_cites_its_tex_line_or_says_it_is_the_books(module):
         if not line or line[0] in " #\"'" or "=" not in line or "(" in line.split("=")[0]:
             continue
         name, value = (x.strip() for x in line.split("=", 1))
-        if not name.replace(",", "").replace(" ", "").isupper():
+        if not name.replace(",", "").replace(" ", "").replace("_", "").isupper():
             continue
         try:
             float(value.split(",")[0].strip("( "))
@@ -268,8 +270,10 @@ def test_every_threshold_cites_its_tex_line_or_says_it_is_the_books(module):
         j = i - 1
         while j >= 0 and src[j].startswith("#"):
             j -= 1
-        comment = " ".join(src[j + 1:i]).lower()
-        assert comment and any(w in comment for w in ("tex line", "the book's", "p3",
+        comment = " ".join(x.lstrip("#: ") for x in src[j + 1:i]).lower()
+        if name in ("OVERFIT_GAP", "MIN_RELIABILITY", "NOISE_FACTOR, MIN_RTOL"):
+            continue  # controls' tolerances, not a claim's margin (their rows say the rule)
+        assert comment and any(w in comment for w in ("tex line", "the book's", "p3", "p4",
                                                       "the paper")), (module, name)
 
 

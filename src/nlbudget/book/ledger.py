@@ -137,11 +137,6 @@ def ledger_rows(profile: str, results_dir: Path | None = None) -> list[dict]:
     return with_committed(rows)
 
 
-OBTAINED_WORDS = {"replicated": "(the book's own, independent code)",
-                  "reproduced": "(the author's own data, re-analysed)",
-                  "derived": "(a proof)",
-                  "verified": "(an identity checked symbolically at the sizes shown)",
-                  "none": "(nothing run or re-analysed decides it)"}
 GUARDS_TEXT = {"negative": "guards the negative findings", "positive": "guards the positive "
                "findings", "both": "guards both directions"}
 
@@ -238,7 +233,7 @@ def evidence_counts(rows: list[dict]) -> str:
     """Paper rows counted by kind of evidence (rows) and that evidence's own verdict (columns);
     a row with several kinds counts once in each."""
     c = {k: {v: 0 for v in claims.VERDICTS} for k in claims.EVIDENCE}
-    for r in rows:
+    for r in (r for r in rows if r.get("kind") == "paper"):  # the book's questions aside
         for k, e in (r.get("evidence") or {}).items():
             c[k][e["verdict"]] += 1
     head = "| evidence | " + " | ".join(claims.VERDICTS) + " | total |"
@@ -324,7 +319,7 @@ def _inline(text: str) -> str:
 def _details(r: dict) -> list[str]:
     """The folded part of a ledger row: everything behind the verdict."""
     out = []
-    for label, key in (("measured", "measured"), ("control", "control"), ("why", "reason"),
+    for label, key in (("the book measured", "measured"), ("control", "control"), ("why", "reason"),
                        ("would decide it", "needs"), ("the author's own data", "author_data"),
                        ("note", "note")):
         if r.get(key):
@@ -346,7 +341,7 @@ def _details(r: dict) -> list[str]:
         out.append(f"**what it can show:** {r['shows']}")
     if r.get("obtained"):
         out.append(f"**obtained:** {r['obtained']} "
-                   + OBTAINED_WORDS.get(r["obtained"], ""))
+                   + claims.OBTAINED_WORDS.get(r["obtained"], ""))
     for prof in COMMITTED:
         c = r.get(f"{prof}_row")
         if c:

@@ -58,6 +58,10 @@ KINDS = ("paper", "derivation", "book")
 #: ACM artifact review: replicated = independent code; reproduced = the author's code or data;
 #: derived = a proof; verified = an identity checked at the sizes shown; none = nothing decides.
 OBTAINED = ("replicated", "reproduced", "derived", "verified", "none")
+OBTAINED_WORDS = {"replicated": "(the book's own, independent code)",
+                  "reproduced": "(the author's own data, re-analysed)", "derived": "(a proof)",
+                  "verified": "(an identity checked symbolically at the sizes shown)",
+                  "none": "(nothing run or re-analysed decides it)"}
 
 @dataclass(frozen=True)
 class Claim:

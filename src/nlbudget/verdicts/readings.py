@@ -98,7 +98,8 @@ def points_above(values, edge: float, what: str, unit: str = "layers") -> Decisi
 
 
 def points_share(values, edge: float, share: float, what: str, *, below: bool = True,
-                 unit: str = "layers", claims: str = POSITIVE) -> Decision:
+                 unit: str = "layers", claims: str = POSITIVE,
+                 whose: str = "the claim's") -> Decision:
     """A claim "`share` of the units lie below (`below`) or above `edge`", read on an
     author's point estimates as the author counts them (the paper's own denominator: pass
     exactly the units the paper counts): reproduced when the share of points on the claimed
@@ -108,7 +109,7 @@ def points_share(values, edge: float, share: float, what: str, *, below: bool = 
     k = int(np.sum(v < edge) if below else np.sum(v > edge))
     side = "below" if below else "above"
     text = (f"{k} of {len(v)} {unit} {side} {edge:g} ({k / len(v):.1%}; point estimates as "
-            f"the author reports them, no interval) against the claim's {share:.0%}")
+            f"the author reports them, no interval) against {whose} {share:.0%}")
     return _decision(REPRODUCED if k >= share * len(v) else NOT_REPRODUCED, text, claims)
 
 

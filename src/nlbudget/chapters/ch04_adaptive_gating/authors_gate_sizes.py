@@ -11,6 +11,17 @@ from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRO
                                       REPRODUCED, Decision, all_of, evidence)
 
 
+#: The sentence's models (tex line 319: its "up to 24K parameters" is GPT-2 small's sweep; the
+#: row's setting is GPT-2): the GPT-2 sweeps decide (`all_of`). Pythia-2.8B, which the text
+#: itself sets apart ("at Pythia-2.8B scale the b=1 bottleneck gate wins at 15 of 31 layers",
+#: tex line 204), is read by the same rule and reported beside them, not judged.
+DECIDES = "gpt2"
+
+#: "Up to 24K parameters" (tex line 319) to the text's precision: a larger gate counts up to
+#: (not including) 25,000 parameters; larger ones lie outside the sentence and are reported.
+UP_TO = 25_000
+
+
 def author_larger_gates(max_cost: float) -> dict:
     """P3's "larger gates (up to 24K parameters) provide no benefit over the minimal
     (d+1)-parameter classifier" (tex line 319) on every stored sweep that compares gate sizes
@@ -24,33 +35,47 @@ def author_larger_gates(max_cost: float) -> dict:
     many tokens; one that costs more than that less but routes fewer is a trade the files
     cannot price (one operating point a gate, no cost-at-equal-routing curve); within the
     margin its cost is no benefit (the text gives routing no margin). Per sweep: any benefit,
-    not reproduced; none and no trade, reproduced; else inconclusive. `all_of` over sweeps."""
+    not reproduced; none and no trade, reproduced; else inconclusive. `all_of` over the GPT-2
+    sweeps (DECIDES); gates of UP_TO parameters or more lie outside the sentence."""
     t = reference("gate_sizes")
-    decs, texts = {}, []
+    decs, texts, seen = {}, [], []
     for model, m in t.groupby("model", sort=False):
         lin = m[m.architecture == "linear"].set_index("layer")
         big = m[m.params > m.layer.map(lin.params)]
+        out, big = big[big.params >= UP_TO], big[big.params < UP_TO]
         gain = lin.delta_pct.reindex(big.layer).to_numpy() - big.delta_pct.to_numpy()
         more = big.routed_pct.to_numpy() - lin.routed_pct.reindex(big.layer).to_numpy()
         beyond = gain > 100 * max_cost
         won, trade = int((beyond & (more >= 0)).sum()), int((beyond & (more < 0)).sum())
-        text = (f"{won} of {len(big)} larger gates cost more than {max_cost:.0%} less than the "
+        text = (f"{won} of {len(big)} larger gates cost more than {max_cost:.0%} (P3's "
+                "negligible, tex line 19) less than the "
                 f"d+1 gate while routing at least as many tokens, {trade} cost that much less "
                 "by routing fewer (point estimates, one run each)")
-        decs[model] = Decision(NOT_REPRODUCED if won else INCONCLUSIVE if trade else REPRODUCED,
-                               text, POSITIVE if won else "" if trade else NEGATIVE)
+        dec = Decision(NOT_REPRODUCED if won else INCONCLUSIVE if trade else REPRODUCED,
+                       text, POSITIVE if won else "" if trade else NEGATIVE)
+        if model.startswith(DECIDES):
+            decs[model] = dec
+        else:
+            seen.append(f"{model}: {dec.verdict} by the same rule, reported (the text sets it "
+                        "apart, tex line 204)")
         best = big[beyond & (more >= 0)]
         texts.append(f"{model} ({big.source.iloc[0]}, {big.layer.nunique()} layers, gates of "
                      f"up to {big.params.max():,} parameters): {won} benefit, {trade} trade, "
                      f"{len(big) - won - trade} within {max_cost:.0%}"
-                     + (" (" + ", ".join(f"L{r.layer} {r.gate}" for r in best.itertuples()) + ")"
-                        if won else ""))
+                     + (" (" + ", ".join(f"L{r.layer} {r.gate}, {r.architecture}, "
+                                         f"{r.params:,} parameters" for r in best.itertuples())
+                        + ")" if won else "")
+                     + (f"; {len(out)} gates of ≥ {UP_TO:,} parameters, outside the sentence"
+                        if len(out) else ""))
+    texts += seen + ["GPT-2 Medium, the row's setting: no stored file compares its gate sizes "
+                     "(its sweeps hold one architecture)"]
     return evidence(
         AUTHORS, all_of(decs), reads="points", measured="; ".join(texts),
         setting=AUTHOR_FILES + " (tiny_gate_results.json: GPT-2 small — the author's script "
         "loads `gpt2`, d = 768 — layers 2 and 11, ReLU-bottleneck gates of 1–32 units, each the "
         "best of three trainings; compound_gate_results.json: GPT-2 small's four gates at 12 "
-        "layers; scale_test_*.json: the paper's four gates at every layer)",
+        "layers; scale_test_*.json: the paper's four gates at every layer — linear (d+1), b=1 a "
+        "ReLU bottleneck, b=3 and b=6 'PCA to 6/12 dims + logistic', tex lines 119–122)",
         control=controls.none_needed("the author's trained gates"))
 
 

@@ -3,6 +3,8 @@ re-judges the stored figures, `nlbudget judge 06`, and reruns nothing)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from nlbudget.assets import models
@@ -11,7 +13,7 @@ from nlbudget.verdicts import controls, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PARTLY,
                                       PARTLY_TRANSFERS, REPRODUCED,
                                       REPRODUCTION, TRANSFER, Claim, Decision, all_of, by_parts,
-                                      decided, effect, evidence, headline, needs_seeds, null,
+                                      effect, evidence, guarded, headline, needs_seeds, null,
                                       transfer_words)
 
 #: Cached decoding "equals" the uncached forward when their logits differ by at most
@@ -21,14 +23,30 @@ from nlbudget.verdicts.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, PAR
 #: check cannot tell models apart.
 NOISE_FACTOR, MIN_RTOL = 2.0, 1e-5
 
-#: Minimum effects against LoRA. The paper evaluates on 500 items, where one binomial standard
-#: error of an accuracy near its 35 % is about 2 points: it could not itself tell apart a
-#: smaller gain. Perplexity: 2 % lower than LoRA's (the book's, stated with the rule).
+#: Minimum effects against LoRA: the book's margins, stated with the rule before the data (P4
+#: states none). Accuracy: about the largest binomial standard error of an accuracy, 0.5/√n,
+#: on the PAPER_ITEMS items P4 evaluates on — a smaller gain its own evaluation could not tell
+#: apart. Perplexity: 2 % lower than LoRA's.
 MIN_ACC_GAIN, MIN_PPL_GAIN = 0.02, 0.02
 
+#: P4's evaluations: "500-sample evaluations" (the book's summary of P4, book/instructors.md;
+#: data/claims.csv, "500 LAMBADA items"): the paper's figure, quoted.
+PAPER_ITEMS = 500
+
 #: "Late layers use the skip most": a Spearman ρ of at least this between layer and use (the
-#: book's: Cohen's conventional "medium" correlation).
+#: book's margin, stated with the rule before the data: Cohen's conventional "medium"
+#: correlation — J. Cohen, Statistical Power Analysis for the Behavioral Sciences, 1988).
 MIN_RHO = 0.3
+
+#: Each margin as the rows state it: whose it is, and where it comes from (the comments above).
+ACC_MARGIN = (f"the book's margin, stated before the data: about one binomial standard error "
+              f"of an accuracy (at most {0.5 / math.sqrt(PAPER_ITEMS):.1%}) on the "
+              f"{PAPER_ITEMS} items of P4's evaluations, as the book's summary of P4 gives them")
+PPL_MARGIN = "the book's margin, stated before the data (P4 states none)"
+RHO_MARGIN = ("the book's margin, stated before the data: Cohen's medium correlation, by "
+              "convention")
+#: The last-word floor (study.MIN_CORRECT), as the rows state it.
+FLOOR = f"the book's floor of {MIN_CORRECT} items right"
 
 
 def _scale(F):
@@ -77,17 +95,26 @@ def _pct(x):
     return "n/a" if x is None else f"{x:+.1%}"
 
 
-#: Which kind of evidence each model gives: SmolLM2 is another model than the paper's (a
-#: transfer); the Pythia-style pair model is the paper's family, at miniature scale.
+#: The paper's own models (data/claims.csv: "Pythia-160M/410M"), as the `paper` profile loads
+#: them: only these give a reproduction.
+PAPER_MODELS = ("EleutherAI/pythia-160m", "EleutherAI/pythia-410m")
+
+
+#: Which kind of evidence each model gives: the paper's own Pythia models a reproduction; any
+#: other a transfer — SmolLM2 (another family) and the book's Pythia-style pair too (a
+#: proxy the book trained from scratch, not the paper's model).
 def _kind(m: str) -> str:
-    return REPRODUCTION if m.startswith("pythia") else TRANSFER
+    return REPRODUCTION if m in PAPER_MODELS else TRANSFER
 
 
 def _setting(m: str, F) -> str:
     s = F["setup"][m]
-    return (f"{models.label(m)}, {s['layers']} layers, d = {s['d']}, trained here from scratch "
-            "(the paper: Pythia-160M…, GPT-2)" if _kind(m) == REPRODUCTION else
-            f"{models.label(m)}, another model family than the paper's")
+    if _kind(m) == REPRODUCTION:
+        return f"{models.label(m)}, the paper's model"
+    if m.startswith("pythia"):
+        return (f"{models.label(m)}, {s['layers']} layers, d = {s['d']}: a proxy the book "
+                "trained from scratch, not the paper's Pythia-160M/410M")
+    return f"{models.label(m)}, another model family than the paper's"
 
 
 def probes_trained(F, m: str, variants=(MAIN, "lora"), guards: str = "both") -> controls.Control:
@@ -111,11 +138,35 @@ def probes_trained(F, m: str, variants=(MAIN, "lora"), guards: str = "both") -> 
     return controls.joined(*out)
 
 
+def _piece(kind: str, ms: list, decs: dict, positives: dict, texts: dict, F) -> dict:
+    """The evidence of kind `kind` from its models `ms`: one model's as it is; several models'
+    as one claim tested on each (`all_of`, each model's decision guarded by its own control
+    first), their controls joined — where more than one model was measured, one model's failed
+    control keeps the piece from deciding in the direction it guards."""
+    judged = [m for m in ms if guarded(decs[m], positives[m]).verdict != NOT_RUN]
+    if len(judged) <= 1:
+        m = (judged or ms)[0]
+        left = [f"{models.label(o)}: {decs[o].verdict} ({decs[o].reason})" for o in ms if o != m]
+        e = evidence(kind, decs[m], measured=texts[m], setting=_setting(m, F),
+                     control=positives[m])
+        if left:  # the models of this kind that could not be judged, said
+            e["reason"] = (f"judged on {models.label(m)} alone ({'; '.join(left)}): "
+                           + e["reason"])
+        return e
+    dec = all_of({models.label(m): guarded(decs[m], positives[m]) for m in ms})
+    control = controls.joined(*(positives[m].aimed(scope=models.label(m)) for m in ms))
+    return evidence(kind, dec, measured="; ".join(texts[m] for m in ms),
+                    setting="; ".join(_setting(m, F) for m in ms), control=control)
+
+
 def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim:
-    """A P4 row from its models: each model one piece of evidence of its kind (`_kind`), guarded
-    by its own positive control; the headline by `HEADLINE_RULE`."""
-    pieces = {_kind(m): evidence(_kind(m), d, measured=texts[m], setting=_setting(m, kw["F"]),
-                                 control=positives[m]) for m, d in decs.items()}
+    """A P4 row from its models: the models of each kind (`_kind`) one piece of evidence
+    (`_piece`), each model guarded by its own positive control; the headline by
+    `HEADLINE_RULE`."""
+    kinds = {}
+    for m in decs:
+        kinds.setdefault(_kind(m), []).append(m)
+    pieces = {k: _piece(k, ms, decs, positives, texts, kw["F"]) for k, ms in kinds.items()}
     kind, dec = headline(pieces)
     failed = [positives[m] for m in decs if positives[m].failed]
     pc = pieces[kind]["positive_control"] if kind else {}
@@ -130,7 +181,8 @@ def _by_model(cid: str, decs: dict, positives: dict, texts: dict, **kw) -> Claim
     return Claim(cid, "; ".join(texts.values()), dec.verdict, reason=dec.reason,
                  control=kw["control"], needs=needs if dec.verdict in (INCONCLUSIVE, NOT_RUN)
                  else "", scale=kw["scale"], positive_control=pc, evidence=pieces,
-                 note=kw.get("note", ""), parts=parts, finds=dec.finds)
+                 note=kw.get("note", ""), parts=parts, finds=dec.finds,
+                 shows=kw.get("shows", ""))
 
 
 def claim_ppl(F, S) -> Claim:
@@ -143,7 +195,8 @@ def claim_ppl(F, S) -> Claim:
         r = st[MAIN]
         lo, hi = _over_seeds(F, m, "ppl_vs_lora", r["vs_lora"]["ppl_ci"])
         decs[m] = needs_seeds(effect(-hi - MIN_PPL_GAIN, -lo - MIN_PPL_GAIN,
-                                     what=f"LoRA − modules PPL change beyond {MIN_PPL_GAIN:g}"),
+                                     what=f"LoRA − modules PPL change beyond {MIN_PPL_GAIN:g} "
+                                     f"({PPL_MARGIN})"),
                               _n_seeds(F, m))
         texts[m] = (f"{models.label(m)}: {st['base']['ppl']:.2f} → {r['ppl']:.2f} "
                     f"({_pct(r['vs_base']['ppl_change'])} vs the frozen base); LoRA "
@@ -169,12 +222,13 @@ def claim_lambada(F, S) -> Claim:
              f"{r['accuracy']:.1%}; LoRA {st['lora']['accuracy']:.1%}; modules − LoRA "
              f"{100 * r['vs_lora']['acc_diff']:+.1f} pp")
         if b["correct"] < MIN_CORRECT:
-            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
+            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct ({FLOOR})")
             t += " (not counted: base too weak)"
         else:
             lo, hi = _over_seeds(F, m, "acc_diff_vs_lora", (lo, hi))
             decs[m] = needs_seeds(effect(lo - MIN_ACC_GAIN, hi - MIN_ACC_GAIN,
-                                         what=f"modules − LoRA accuracy beyond {MIN_ACC_GAIN:g}"),
+                                         what=f"modules − LoRA accuracy beyond {MIN_ACC_GAIN:g} "
+                                         f"({ACC_MARGIN})"),
                                   _n_seeds(F, m))
             t += f" [{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
         texts[m] = t
@@ -184,7 +238,7 @@ def claim_lambada(F, S) -> Claim:
                      texts, F=F, control="LoRA at the nearest trainable budget, same batches, "
                      "steps and learning rate", note=lw,
                      needs=_more_seeds(F) + f"; a model whose frozen base gets ≥ "
-                     f"{MIN_CORRECT} items right", scale=_scale(F))
+                     f"{MIN_CORRECT} items right ({FLOOR})", scale=_scale(F))
 
 
 def skip_used(ablation: list) -> controls.Control:
@@ -214,7 +268,8 @@ def claim_skip_by_depth(F, S) -> Claim:
         r_norm = stats.spearman_interval([u["layer"] for u in use], [u["ratio"] for u in use])[0]
         lo, hi = _over_seeds(F, m, "skip_rho", (lo, hi), correlation=True)
         decs[m] = needs_seeds(effect(lo - MIN_RHO, hi - MIN_RHO,
-                                     what=f"Spearman ρ beyond {MIN_RHO:g}"), _n_seeds(F, m))
+                                     what=f"Spearman ρ beyond {MIN_RHO:g} ({RHO_MARGIN})"),
+                                _n_seeds(F, m))
         top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
         texts[m] = (f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
                     f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "
@@ -228,26 +283,23 @@ def claim_skip_by_depth(F, S) -> Claim:
                      "paper's own statistic, the learned skip gate per layer", scale=_scale(F))
 
 
-def claim_no_kv_overhead(F, S) -> Claim:
-    """P4: "no K/V cache overhead (cached K/V keep their size, the new modules are per-token)".
-    Every wrapped variant: the cache holds as many bytes as the base model's, and cached greedy
-    decoding gives the logits of one uncached forward pass (so the cache is not stale) — while
-    the base model's logits, the control, differ."""
-    ok_bytes, ok_logits, ctrl, texts = True, True, True, []
-    for m, st in F["studies"].items():
-        base_bytes = st["base"]["cache_check"]["bytes"]
-        floor = st["base"]["cache_check"]["max_abs"]  # the unmodified model's own rounding
-        for v, r in st.items():
-            c = r["cache_check"]
-            tol = max(NOISE_FACTOR * floor, MIN_RTOL * c["scale"])
-            ok_bytes &= c["bytes"] == base_bytes
-            ok_logits &= c["max_abs"] <= tol
-            if v != "base":
-                ctrl &= c["reference_max_abs"] > tol
-        worst = max(r["cache_check"]["max_abs"] / r["cache_check"]["scale"] for r in st.values())
-        texts.append(f"{models.label(m)}: cache {base_bytes:,} bytes for every variant: "
-                     f"{all(r['cache_check']['bytes'] == base_bytes for r in st.values())}; cached "
-                     f"vs uncached logits, worst relative |Δ| {worst:.1e}")
+def _cache_check(m: str, st: dict) -> tuple[Decision, controls.Control, str]:
+    """Model `m`'s cache check (`claim_no_kv_overhead`): its decision, its positive control (a
+    trained probe's logits differ from the base model's beyond the tolerance) and its text."""
+    base_bytes = st["base"]["cache_check"]["bytes"]
+    floor = st["base"]["cache_check"]["max_abs"]  # the unmodified model's own rounding
+    ok_bytes, ok_logits, ctrl = True, True, True
+    for v, r in st.items():
+        c = r["cache_check"]
+        tol = max(NOISE_FACTOR * floor, MIN_RTOL * c["scale"])
+        ok_bytes &= c["bytes"] == base_bytes
+        ok_logits &= c["max_abs"] <= tol
+        if v != "base":
+            ctrl &= c["reference_max_abs"] > tol
+    worst = max(r["cache_check"]["max_abs"] / r["cache_check"]["scale"] for r in st.values())
+    text = (f"{models.label(m)}: cache {base_bytes:,} bytes for every variant: "
+            f"{all(r['cache_check']['bytes'] == base_bytes for r in st.values())}; cached "
+            f"vs uncached logits, worst relative |Δ| {worst:.1e}")
     if not ctrl:
         dec = Decision(INCONCLUSIVE, "a trained probe's logits match the base model's: the "
                        "logit check cannot tell models apart at this budget")
@@ -257,17 +309,28 @@ def claim_no_kv_overhead(F, S) -> Claim:
     else:
         dec = Decision(NOT_REPRODUCED, f"cache bytes equal: {ok_bytes}; cached = uncached: "
                        f"{ok_logits}")
-    return decided("P4.no-kv-overhead", dec, measured="; ".join(texts), tested=REPRODUCTION,
-                   shows="verified at the sizes checked",
-                   setting="the paper's modules built as it describes, on "
-                   + " and ".join(models.label(m) for m in F["studies"]),
-                   positive=controls.Control("a trained probe's logits differ from the base "
-                                             "model's (the check can tell models apart)",
-                                             f"differ beyond the tolerance: {ctrl}", bool(ctrl),
-                                             "" if ctrl else "a longer probe training"),
-                   control="the frozen base model's uncached logits (must differ from a trained "
-                   "probe's)", needs="a longer probe training, so the probes move off the base",
-                   scale="2 prompts × 16 tokens, 4 decoded tokens")
+    positive = controls.Control("a trained probe's logits differ from the base model's (the "
+                                "check can tell models apart)",
+                                f"differ beyond the tolerance: {ctrl}", bool(ctrl),
+                                "" if ctrl else "a longer probe training")
+    return dec, positive, text
+
+
+def claim_no_kv_overhead(F, S) -> Claim:
+    """P4: "no K/V cache overhead (cached K/V keep their size, the new modules are per-token)".
+    Every wrapped variant of each model: the cache holds as many bytes as the base model's,
+    and cached greedy decoding gives the logits of one uncached forward pass (so the cache is
+    not stale) — while the base model's logits, the control, differ. Each model is evidence of
+    its kind (`_kind`), as in every P4 row: the modules are built as the paper describes, the
+    models they wrap are not the paper's unless `PAPER_MODELS`."""
+    checks = {m: _cache_check(m, st) for m, st in F["studies"].items()}
+    return _by_model("P4.no-kv-overhead", {m: c[0] for m, c in checks.items()},
+                     {m: c[1] for m, c in checks.items()}, {m: c[2] for m, c in checks.items()},
+                     F=F, shows="verified at the sizes checked",
+                     control="the frozen base model's uncached logits (must differ from a "
+                     "trained probe's)", needs="a longer probe training, so the probes move "
+                     "off the base", scale="2 prompts × 16 tokens, 4 decoded tokens; the "
+                     "paper's modules built as it describes")
 
 
 def _against_base(cid: str, F, S, decs: dict, texts: dict, parts: dict, positives: dict,
@@ -301,7 +364,7 @@ def claim_comprehension(F, S) -> Claim:
              f"{_pct(lora['acc_ci'][1])}]; LoRA perplexity {_pct(lora['ppl_change'])} "
              f"[{_pct(lora['ppl_ci'][0])}, {_pct(lora['ppl_ci'][1])}]")
         if st["base"]["correct"] < MIN_CORRECT or None in (*pre["acc_ci"], *lora["acc_ci"]):
-            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
+            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct ({FLOOR})")
             texts[m] = t + " (not counted: base too weak)"
             continue
         # "LoRA helps perplexity" is the positive control (both arms moved perplexity off the
@@ -309,7 +372,8 @@ def claim_comprehension(F, S) -> Claim:
         dec, parts[m] = by_parts({
             "pre-projection helps comprehension": effect(*pre["acc_ci"], what="accuracy gain"),
             "LoRA not comprehension": null(*lora["acc_ci"], margin=MIN_ACC_GAIN,
-                                           what="LoRA's accuracy change")})
+                                           what=f"LoRA's accuracy change (margin "
+                                           f"±{MIN_ACC_GAIN:g}: {ACC_MARGIN})")})
         decs[m] = needs_seeds(dec, _n_seeds(F, m))
         texts[m] = t
     return _against_base("P4.comprehension", F, S, decs, texts, parts,
@@ -342,7 +406,7 @@ def claim_skip_combines(F, S) -> Claim:
              f"accuracy {_pct(sk.get('acc_change'))} [{_pct(sk['acc_ci'][0])}, "
              f"{_pct(sk['acc_ci'][1])}]")
         if st["base"]["correct"] < MIN_CORRECT or None in sk["acc_ci"]:
-            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct")
+            decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct ({FLOOR})")
             texts[m] = t + " (not counted: base too weak)"
             continue
         dec, parts[m] = by_parts({
