@@ -83,13 +83,13 @@ def test_chapter_02_margins_say_whose_they_are(rows02):
     S = _t.settings(_t.c2)
     F = _t.f02(**_t.SAME, **_t.ACC_WORSE, **_t.GATES)
     lm = c2.claim_lm(F, S)
-    assert "P3's negligible 1%, tex line 19" in lm.reason  # the paper's, with its source
+    assert "after P3's negligible < 1%, tex line 19" in lm.reason  # the paper's, with its source
     assert "tex line 19" in c2.claim_symmetry_matters(F, S).reason
     assert "the book's margin" in c2.claim_modular(F, S).reason  # 5 points: the book's
     assert "the book's margin" in c2.claim_real_gates(F, S).reason  # 0.05: the book's
     # the committed rows
-    assert "P3's negligible 1%, tex line 19" in rows02["BOOK.P1.lm-symmetric-vs-gated"].reason
-    assert "P3's negligible 1%, tex line 19" in rows02["P1.symmetry-matters"].reason
+    assert "after P3's negligible < 1%, tex line 19" in rows02["BOOK.P1.lm-symmetric-vs-gated"].reason
+    assert "after P3's negligible < 1%, tex line 19" in rows02["P1.symmetry-matters"].reason
     for cid in ("BOOK.P1.modular-symmetric-vs-gated", "BOOK.P1.real-gate-asymmetry"):
         r = rows02[cid].reason
         assert "beyond 0.05" in r and "the book's margin" in r, cid

@@ -206,7 +206,8 @@ def gating(src: Path, out: Path):
                          "token_only": a["token_only"]["auc"],
                          "context_only": a["context_only"]["auc"],
                          "cos_token_context": x["decomposition"]["cos_token_context_mean"],
-                         "source": name})
+                         "n_tokens": x["n_tokens"], "gate_params": a["full"]["n_params"],
+                         "labels": "median δ (gates_median)", "source": name})
     write(rows, out / "p3_context_vs_token.csv")
     rows = []
     for model, name in (("gpt2-medium", "compound_ci_gpt2_medium.json"),

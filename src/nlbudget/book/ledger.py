@@ -296,8 +296,8 @@ def decision_table(rows: list[dict], profile: str) -> list[str]:
     return lines
 
 
-KIND_TITLES = {"paper": "claims of the papers", "derivation": "derivations (steps of a "
-               "paper's argument, checked by proof)", "book": "the book's own questions"}
+KIND_TITLES = {"paper": "claims of the papers", "book": "the book's own questions",
+               "derivation": "derivations (a paper's steps, proved or checked at one size)"}
 
 
 def counts_markdown(rows: list[dict]) -> str:
@@ -409,7 +409,7 @@ def intro(profile: str) -> list[str]:
         f"{claims.HEADLINE_RULE}.",
         "* *obtained*: what decides the row — **replicated** with the book's own code, "
         "**reproduced** from the author's data, **derived** by proof, **verified** (an "
-        "identity checked symbolically at the sizes shown, not a proof for every size), or "
+        "identity checked symbolically at one small size, not a proof for every size), or "
         "**none** (nothing run or re-analysed decides it).", "",
     ]
 

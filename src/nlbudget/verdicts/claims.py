@@ -25,7 +25,7 @@ allows, a transfer to another model — and its headline verdict follows `HEADLI
 
 How a row was obtained, in the ACM artifact-review sense: `replicated` (the book's own,
 independent code), `reproduced` (the author's own data, re-analysed), `derived` (a proof),
-`verified` (an identity checked symbolically at the sizes shown, not proved for every size),
+`verified` (an identity checked symbolically at one small size, not proved for every size),
 `none` (nothing the book ran or re-analysed decides it). Computed from the row's evidence and
 verdict (`Claim.__post_init__`), never set by hand against them.
 """
@@ -60,7 +60,8 @@ KINDS = ("paper", "derivation", "book")
 OBTAINED = ("replicated", "reproduced", "derived", "verified", "none")
 OBTAINED_WORDS = {"replicated": "(the book's own, independent code)",
                   "reproduced": "(the author's own data, re-analysed)", "derived": "(a proof)",
-                  "verified": "(an identity checked symbolically at the sizes shown)",
+                  "verified": "(an identity checked symbolically at one small size, not "
+                              "proved for every size)",
                   "none": "(nothing run or re-analysed decides it)"}
 
 @dataclass(frozen=True)
@@ -149,11 +150,11 @@ class Claim:
                                  f"{self.parts}")
 
     def _obtained(self) -> str:
-        """How the row's verdict was obtained, from what decides it: nothing (`not run`, or
-        no evidence that decides) → none; a derivation shown only at the sizes checked →
+        """How the row's verdict was obtained, from what decides it: nothing (`not run`,
+        `inconclusive`) → none; a derivation shown only at the sizes checked →
         verified; the author's files setting the headline → reproduced; else the row's own
         (`derived` for a proof, `replicated` for the book's code)."""
-        if self.verdict == NOT_RUN:
+        if self.verdict in (NOT_RUN, INCONCLUSIVE):  # nothing decides it
             return "none"
         if self.kind == "derivation":
             return "verified" if self.shows == "verified at the sizes checked" else "derived"

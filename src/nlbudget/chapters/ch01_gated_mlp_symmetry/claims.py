@@ -31,7 +31,8 @@ def _derived(cid, F, proof_keys, checks, controls, measured, shows=PROVED):
     return decided(cid, derivation(proved, checks, controls), measured=measured,
                    control="a perturbed statement the checker must reject"
                    + (", and a case that must break" if len(controls) > len(proof_keys) else ""),
-                   kind="derivation", obtained="derived", scale="sympy; float64 torch modules",
+                   kind="derivation", obtained="derived",
+                   scale="sympy; float64 torch modules" if checks else "sympy",
                    needs=NEEDS, shows=shows)
 
 

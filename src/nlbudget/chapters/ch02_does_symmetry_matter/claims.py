@@ -28,7 +28,7 @@ MIN_GENERALISING, FIT = 0.5, 0.99
 #: book's, stated with the rule); a difference inside that is not reproduced. The rows say
 #: whose each margin is (PPL_WHOSE, ACC_WHOSE).
 MIN_PPL_GAP, MIN_ACC_GAP = 0.01, 0.05
-PPL_WHOSE = f"P3's negligible {MIN_PPL_GAP:.0%}, tex line 19"
+PPL_WHOSE = f"the book's margin, after P3's negligible < {MIN_PPL_GAP:.0%}, tex line 19"
 ACC_WHOSE = "the book's margin, stated with the rule: the paper states none"
 
 #: The trained gates are "further from exchange symmetry" by at least this relative change

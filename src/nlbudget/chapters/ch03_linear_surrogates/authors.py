@@ -74,7 +74,8 @@ def author_progressive_control(min_behind: float) -> dict:
     both = lin.merge(ctl[["steps", "final_wiki_ppl"]], on="steps", suffixes=("", "_control"))
     gap = both.final_wiki_ppl / both.final_wiki_ppl_control - 1 - min_behind
     decs = {f"{steps:,} steps": points_above(g, 0.0, f"linearized / control − 1 − margin "
-                                             f"({min_behind:.0%}: P3's negligible, tex line "
+                                             f"({min_behind:.0%}: the book's, after P3's "
+                                             "negligible, tex line "
                                              "19)", unit="run")
             for steps, g in gap.groupby(both.steps)}
     measured = ("GPT-2 Medium WikiText PPL: control (no layer linear, the 117.9M-token corpus) "
@@ -120,7 +121,8 @@ def author_lambada() -> dict:
     artifact = _decision(REPRODUCED if at_once < ARTIFACT_MARGIN else NOT_REPRODUCED,
                          f"LAMBADA right after linearizing L10–L13, before any fine-tuning: "
                          f"{at_once:+.1%} against the {ARTIFACT_MARGIN:.0%} an artifact-free "
-                         "linearization may cost (P3's negligible, tex line 19; point estimate, as "
+                         "linearization may cost (the book's margin, after P3's negligible, tex "
+                         "line 19; point estimate, as "
                          "tex line 473 reports it)",
                          NEGATIVE)
     dec, _ = by_parts({"degrades": degrades, "not a linearization artifact": artifact})

@@ -302,7 +302,7 @@ def claim_sequential_vs_parallel(F, S) -> Claim:
     _, lo, hi = stats.t_interval(diffs)
     dec = needs_seeds(effect(lo - MIN_TOPOLOGY_GAP, hi - MIN_TOPOLOGY_GAP,
                              what=f"parallel − sequential cost beyond {MIN_TOPOLOGY_GAP:g} "
-                             "(P3's negligible, tex line 19)"),
+                             "(the book's margin, after P3's negligible, tex line 19)"),
                       len(diffs))
     cost = {m: author_layers(m).query("layer > 0").cost_pct.to_numpy() / 100
             for pair in SIZE_PAIRS for m in pair}
@@ -398,7 +398,8 @@ def claim_progressive_control(F, S) -> Claim:
     negligible 1 %: above it reproduced, below it not reproduced."""
     rel = _progressive(F, "control_ppl")
     dec = _per_model({k: [x - MIN_BEHIND for x in v] for k, v in rel.items()},
-                     f"linearized / control − 1 beyond {MIN_BEHIND:.0%} (P3's negligible, tex "
+                     f"linearized / control − 1 beyond {MIN_BEHIND:.0%} (the book's, after P3's "
+                     "negligible, tex "
                      "line 19)")
     return decided("P3.progressive-control", dec, measured=_progressive_text(F), kind="book",
                    authors=author_progressive_control(MIN_BEHIND), tested=REPRODUCTION,

@@ -451,7 +451,8 @@ def claim_gated_negative_regularization(F, S) -> Claim:
         "rate of 5 % (Benjamini–Hochberg); the paper's share of improving layers (4/23)",
         author_data=f"GPT-2 Medium best gates: point estimates below 0 at {a_better} of "
         f"{len(gm)} layers (text: 4 of 23)",
-        needs="more evaluation windows", scale=_scale(F, S))
+        needs="GPT-2 Medium's best-of-four gate sweep (in no stored file) or more evaluation "
+        "windows here", scale=_scale(F, S))
 
 
 def claim_two_phase(F, S) -> Claim:

@@ -272,7 +272,9 @@ def claim_skip_by_depth(F, S) -> Claim:
                                 _n_seeds(F, m))
         top = max(abl, key=lambda u: u["ppl_change"]) if abl else {"layer": None, "ppl_change": 0}
         texts[m] = (f"{models.label(m)}: ρ(layer, PPL change with the skip off) = {rho:+.2f} "
-                    f"[{lo:+.2f}, {hi:+.2f}] over {len(abl)} layers (largest at layer "
+                    f"[{lo:+.2f}, {hi:+.2f}] (the first seed's Fisher-z interval joined with "
+                    f"a t interval over the seeds' ρ in Fisher's z) over {len(abl)} layers "
+                    "(largest at layer "
                     f"{top['layer']}: {top['ppl_change']:+.2%}); by the norm ratio ρ = "
                     f"{r_norm:+.2f}")
     return _by_model("P4.skip-by-depth", decs,
