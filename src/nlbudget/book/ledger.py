@@ -319,7 +319,7 @@ def _inline(text: str) -> str:
 def _details(r: dict) -> list[str]:
     """The folded part of a ledger row: everything behind the verdict."""
     out = []
-    for label, key in (("the book measured", "measured"), ("control", "control"), ("why", "reason"),
+    for label, key in (("measured here", "measured"), ("control", "control"), ("why", "reason"),
                        ("would decide it", "needs"), ("the author's own data", "author_data"),
                        ("note", "note")):
         if r.get(key):

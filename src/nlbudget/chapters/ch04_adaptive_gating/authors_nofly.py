@@ -127,6 +127,18 @@ def few_keep(still: int, found: int, what: str, points: bool) -> Decision:
                      text + f", CI {lo:.0%}–{hi:.0%}) against the book's {FEW:.0%}", NEGATIVE)
 
 
+def retention_points(kept: int, found: int, reference: float, what: str) -> Decision:
+    """`retention_decision` on the author's point, as the author reports it (one list each):
+    below the stable reference less RETENTION_MARGIN, reproduced; else not; the interval is
+    shown beside it."""
+    share, lo, hi = stats.proportion_interval(kept, found)
+    cut = reference - RETENTION_MARGIN
+    return Decision(REPRODUCED if share < cut else NOT_REPRODUCED,
+                    f"{what}: {kept} of {found} keep mean δ > {NOFLY_DELTA} ({share:.0%}, point "
+                    f"estimate; CI {lo:.0%}–{hi:.0%} shown, not read) against {reference:.0%} for "
+                    f"stable tokens less the book's {RETENTION_MARGIN:.0%}")
+
+
 def claim_nofly_retention(F, S) -> Claim:
     """P3 Table 'Cross-corpus stability of No-Fly lists': "only 31.5 % of No-Fly tokens retain
     their status, and 26.8 % flip to negative delta" (WikiText-103 train; LAMBADA 22 %). The
@@ -171,16 +183,17 @@ def claim_nofly_regression(F, S) -> Claim:
     """The book's question, from P3's no-fly table: do the tokens lose their status beyond what
     regression to the mean predicts? Each corpus (a setting, `all_of`) against the share a
     *stable* token would keep (`stable_retention`), which the author's per-token file allows
-    (the build mean, s.d. and count of every token); an interval over the tokens found again.
-    The book's transfer, SmolLM2's list, has no per-token record: not run."""
+    (the build mean, s.d. and count of every token); the author's lists read on their points
+    (`retention_points`), as every author file is. The book's transfer, SmolLM2's list, has no
+    per-token record: not run."""
     ref = reference("nofly")
-    decs = {NAMES.get(c, c): retention_decision(int((rows.test_mean > NOFLY_DELTA).sum()),
-                                                len(rows), stable_retention(rows), c)
+    decs = {NAMES.get(c, c): retention_points(int((rows.test_mean > NOFLY_DELTA).sum()),
+                                              len(rows), stable_retention(rows), c)
             for c, rows in ref.groupby("test_corpus", sort=False)}
     dec = all_of(decs)
-    authors = evidence(AUTHORS, dec, measured=dec.reason, reads="intervals",
+    authors = evidence(AUTHORS, dec, measured=dec.reason, reads="points",
                        setting=AUTHOR_NOFLY + "; GPT-2 Medium L12, built on WikiText-103 test; "
-                       "an interval over the tokens found again",
+                       "one list each, read on its point",
                        control=controls.none_needed("the author's measured lists, judged "
                                                     "against the stable-token reference"))
     return decided(

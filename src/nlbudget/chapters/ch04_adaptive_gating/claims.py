@@ -193,7 +193,8 @@ def claim_gate_vs_random(F, S) -> Claim:
     name = _main(F)
     rows, _, better = _routing(F)
     dec = share_of(better, share=ROUTING_SHARE,
-                   what=f"random − gate cost − {RANDOM_GAIN:.0%} of random's cost")
+                   what=f"random − gate cost − {RANDOM_GAIN:.0%} of random's cost (the book's "
+                   f"margin and {ROUTING_SHARE:.0%} share of layers, stated before the data)")
     return decided(
         "BOOK.P3.gate-vs-random-routing", dec, kind="book", positive=gates_work(F),
         measured=f"{name}: median gated cost {np.median([r['gate']['cost'] for r in rows]):+.2%} "
