@@ -580,12 +580,13 @@ def test_ch04_context_not_token():
         """The author's own AUC files decide the headline on their points, by the paper's
         criterion (tex line 139: context ≈ full ≫ token) on the layers whose token and context
         parts are not collinear (Pythia-410M's L0 is left out): context within 0.004 of full at
-        every layer (tex line 39), all 6; full beats token by more than 0.004 at 80 % of layers
-        (the book's share: the paper gives the token clause no scope), 5 of 6 (GPT-2 Medium's
-        L1 does not): reproduced. The transfer is judged beside them."""
+        every layer (tex line 39), all 6; full beats token by more than 0.004 at 80 % of each
+        model's layers (the book's share: the paper gives the token clause no scope; models are
+        settings), GPT-2 Medium 2 of 3 (its L1 does not): partly. The transfer is judged
+        beside them."""
         c = c4.claim_context_not_token(F, S)
-        assert c.verdict == R and c.reason.startswith("authors' data")
-        assert c.parts == {"context ≈ full": R, "full ≫ token": R}
+        assert c.verdict == P and c.reason.startswith("authors' data")
+        assert c.parts == {"context ≈ full": R, "full ≫ token": NR}
         return {TR: R, PTR: P, DNT: NR}.get(c.evidence["transfer"]["verdict"],
                                     c.evidence["transfer"]["verdict"])
 

@@ -384,12 +384,12 @@ def test_the_near_linear_share_is_read_on_the_authors_cluster_percentiles(monkey
     g = pd.DataFrame({"n": [100, 300], "p10_delta": [-0.2, -0.01], "p90_delta": [0.3, 0.02]})
     assert ad.far_share_at_least(g) == pytest.approx(0.05)  # 100 × 0.2 / 400
     ev = ad.author_delta_skew(0.9)
-    assert ev["verdict"] == NR and ev["parts"] == {"most tokens near-linear": NR,
+    assert ev["verdict"] == NR and ev["parts"] == {"90 % of tokens near-linear (|δ| < 0.05, tex line 522)": NR,
                                                    "a thin tail carries most δ": NRUN}
     real = ad.reference("residual_clusters")
     tight = real.assign(p10_delta=-0.01, p90_delta=0.01)  # every cluster inside ±0.05
     monkeypatch.setattr(ad, "reference", lambda name: tight)
-    assert ad.author_delta_skew(0.9)["parts"]["most tokens near-linear"] == R
+    assert ad.author_delta_skew(0.9)["parts"]["90 % of tokens near-linear (|δ| < 0.05, tex line 522)"] == R
     assert _committed("P3.delta-skew")["verdict"] == NR
 
 

@@ -385,8 +385,8 @@ def claim_progressive(F, S) -> Claim:
                    needs="more seeds of the pair with the progressive run (pair_seeds): "
                    + "; ".join(f"{k}: {runs_to_decide(v, margin=NONINFERIORITY)}"
                                for k, v in rel.items()),
-                   author_data="L10–L14 at zero cost after 50 steps each (against the original "
-                   "model; the author ran no control for this table)",
+                   author_data="the text (tex lines 426–445), in no stored file: L10–L14 at "
+                   "zero cost after 50 steps each (against the original model; no control)",
                    scale=_progressive_scale(S))
 
 
@@ -464,7 +464,8 @@ def claim_simultaneous(F, S) -> Claim:
                    control="the progressive run's final state, as the paper compares",
                    needs="the pair trained to its plateau, then all its middle layers linearized "
                    "at once and fine-tuned with the progressive run's total steps",
-                   author_data="+246 % at once, +72 % after 300 steps; progressive ends at +72 %",
+                   author_data="the text (tex line 457), in no stored file: +246 % at once, "
+                   "+72 % after 300 steps; progressive ends at +72 %",
                    scale=_progressive_scale(S))
 
 

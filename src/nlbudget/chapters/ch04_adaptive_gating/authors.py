@@ -251,8 +251,8 @@ def author_context_vs_token() -> dict:
     """P3's token/context table (context_vs_token_*.json: AUCs without intervals) read on its
     points, on the layers whose token and context parts are not collinear (COLLINEAR): context
     within ±CONTEXT_MARGIN of full at every such layer, as the sentence states it ("at every
-    layer", tex line 39); full above token by more than TOKEN_GAP at LAYER_SHARE of them (the
-    paper gives the token clause no scope)."""
+    layer", tex line 39); full above token by more than TOKEN_GAP at LAYER_SHARE of each
+    model's layers (the paper gives the token clause no scope; models are settings, `all_of`)."""
     ref = reference("context_vs_token")
     out = ref[ref.cos_token_context.abs() >= COLLINEAR]
     every = ref.full - ref.token_only > TOKEN_GAP  # with the collinear layers too
@@ -260,9 +260,9 @@ def author_context_vs_token() -> dict:
     gap = ref.full - ref.token_only
     dec, _ = by_parts({"context ≈ full": points_within(ref.context_only - ref.full,
                                                        CONTEXT_MARGIN, "context − full AUC"),
-                       "full ≫ token": points_share(gap, TOKEN_GAP, LAYER_SHARE,
-                                                    "full − token AUC", below=False,
-                                                    whose="the book's")})
+                       "full ≫ token": all_of({m: points_share(
+                           gap[ref.model == m], TOKEN_GAP, LAYER_SHARE, f"{m}: full − token AUC",
+                           below=False, whose="the book's") for m in ref.model.unique()})})
     left = "; ".join(f"{r.model} L{r.layer} left out (token and context parts collinear, cos "
                      f"{r.cos_token_context:.3f}: one input, three names)"
                      for r in out.itertuples())
@@ -399,7 +399,7 @@ UNSTORED = (
     ("P3.context-not-token", "GPT-2 Medium token features' R² 0.002 at L1 and "
      "function-word r 0.05 at L23, on 50,000 tokens and 13 features (the stored forensics: "
      "5,000 tokens, 10 features, other values at those layers: see the row)",
-     "tex lines 223, 227, 230"),
+     "tex lines 224, 227, 230"),
     ("P3.delta-skew", "GPT-2 Medium L12: median δ 0.003, 95th percentile 0.45 (the stored "
      "forensics hold per-category medians only)", "tex line 315"),
 )

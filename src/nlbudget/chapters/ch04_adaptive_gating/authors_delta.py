@@ -38,7 +38,7 @@ def author_delta_skew(near_linear: float) -> dict:
         texts.append(f"L{layer}: ≥ {1 - most:.1%} of tokens at |δ| ≥ {NEAR} (cluster medians "
                      f"{g.median_delta.min():+.3f} to {g.median_delta.max():+.3f}, 10th "
                      f"percentiles {g.p10_delta.min():+.2f} to {g.p10_delta.max():+.2f})")
-    parts = {"most tokens near-linear": all_of(decs),
+    parts = {"90 % of tokens near-linear (|δ| < 0.05, tex line 522)": all_of(decs),
              "a thin tail carries most δ": Decision(NOT_RUN, "no stored file holds per-token "
                                                     "δ: the top tenth's share cannot be read")}
     return evidence(

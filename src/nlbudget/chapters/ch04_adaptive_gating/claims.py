@@ -342,7 +342,7 @@ def claim_delta_skew(F, S) -> Claim:
     _, lo_t, hi_t = stats.t_interval(np.array(top) - MOST)
     dn, dt = effect(lo_n, hi_n, what="share near-linear − 90 %"), effect(lo_t, hi_t,
                                                                          what="tail share − 50 %")
-    dec, parts = by_parts({"most tokens near-linear": dn, "a thin tail carries most δ": dt})
+    dec, parts = by_parts({"90 % of tokens near-linear (|δ| < 0.05, tex line 522)": dn, "a thin tail carries most δ": dt})
     return decided("P3.delta-skew", dec, parts=parts, tested=TRANSFER,
                    authors=author_delta_skew(NEAR_LINEAR),
                    positive=controls.none_needed("δ is measured on tokens no surrogate was "
@@ -420,8 +420,9 @@ def claim_compound(F, S) -> Claim:
                     f"{p['compound']['all']['flops_saved']:.0%} FLOPs" for k, p in F["pair"].items()),
         control="the unmodified model on the same windows",
         author_data=f"GPT-2 Medium, all {int(pc.gated_layers)} gates, layer 0 included (the "
-        f"paper's run: layers 1–23): {pc.gated_pct:+.0f} % PPL (CI {pc.gated_ci_lo_pct:+.0f}…"
-        f"{pc.gated_ci_hi_pct:+.0f} %), {pc.flops_saved_total_pct:.0f} % FLOPs saved (not in the "
+        f"paper's run: layers 1–23): {pc.gated_pct:+.0f} % PPL (point; the file's unpaired "
+        f"spread {pc.gated_ci_lo_pct:+.0f}…{pc.gated_ci_hi_pct:+.0f} %, not read), "
+        f"{pc.flops_saved_total_pct:.0f} % FLOPs saved (not in the "
         "text); Pythia-1B, its catastrophic layers left out: see the authors' evidence",
         needs="more evaluation windows", scale=_scale(F, S))
 
