@@ -1569,15 +1569,24 @@ def test_ch03_lambada_degradation_on_the_author_runs():
                 if post is not None else t
         return runs
 
-    # the author's files: LAMBADA +36.7 % right after linearizing, before any fine-tuning (tex
-    # line 473) — the degradation the text calls "not a linearization artifact" is there first
+    # the author's files: after 2,000 fine-tuning steps the linearized run's LAMBADA is +22.4 %
+    # beyond the control's (one run each) — the degradation the text calls "not a linearization
+    # artifact" (tex line 486) is more than the fine-tuning shift; the +36.7 % right after
+    # linearizing (tex line 473) is reported (cold read 7: before, it decided)
     c = c3.claim_lambada_degradation(f03([0.01] * 30), S)
     assert c.verdict == P and c.parts == {"degrades": R, "not a linearization artifact": NR}
-    assert "+36.7%" in c.reason and c.shows == "consistency check"
-    for lam, post, v in ((20.0, 1.005, R), (-5.0, 1.3, NR)):  # 1 %: P3's negligible
+    assert "+22.4% beyond the control" in c.reason and "+36.7%" in c.reason
+    assert c.shows == "consistency check"
+    for lam, v in ((12.6, R), (20.0, P), (-5.0, P)):  # 1 %: the book's, after P3's negligible
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(a3, "finetune_runs", shifted(lam, post))
+            mp.setattr(a3, "finetune_runs", shifted(lam, None))
             assert verdict(c3.claim_lambada_degradation, f03([0.01] * 30), S) == v
+    # the gated runs improving LAMBADA, the linearized one still beyond the control: neither part
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(a3, "finetune_runs", lambda run, layers=None, small=False: (
+            real(run, layers, small).assign(lambada_delta_pct=-5.0) if run == "two-phase gated"
+            else real(run, layers, small)))
+        assert verdict(c3.claim_lambada_degradation, f03([0.01] * 30), S) == NR
 
 
 def test_ch04_nofly_retention_against_stable_tokens():

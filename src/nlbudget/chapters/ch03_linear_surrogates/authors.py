@@ -101,10 +101,11 @@ def _layers(layers: str) -> str:
 def author_lambada() -> dict:
     """P3's LAMBADA sentences (tex lines 486, 503) on the author's full-corpus runs, as the
     author reports them (points): (degrades) every run with linear or gated layers degrades
-    LAMBADA after fine-tuning; (not a linearization artifact) the linearization itself, before
-    any fine-tuning (a ridge fit, not a training run: one point is the measurement; tex line
-    473 reports it), changes LAMBADA by less than ARTIFACT_MARGIN. The control fine-tuned
-    without linearization is reported beside it (one run each: not decided on)."""
+    LAMBADA after fine-tuning; (not a linearization artifact) after fine-tuning, the
+    linearized run degrades LAMBADA no more than the control fine-tuned the same steps without
+    linearization, within ARTIFACT_MARGIN (the text's reason, tex line 486: "the expected
+    distribution shift from fine-tuning ... not a linearization artifact"; one run each). The
+    cost right after linearizing, before fine-tuning (tex line 473), is reported beside it."""
     runs = pd.concat([finetune_runs("linearized"), finetune_runs("two-phase gated")])
     ctl = finetune_runs("control").iloc[0]
     lin = finetune_runs("linearized", "10 11 12 13").query(f"steps == {ctl.steps}").iloc[0]
@@ -120,15 +121,16 @@ def author_lambada() -> dict:
                             f"corpus recorded for {said} of {len(runs)}; the 247K-token run, "
                             "another corpus, left out: LAMBADA " + ", ".join(
                                 f"{x:+.1f} %" for x in small.lambada_delta_pct) + ")", unit="runs")
-    artifact = _decision(REPRODUCED if at_once < ARTIFACT_MARGIN else NOT_REPRODUCED,
-                         f"LAMBADA right after linearizing L10–L13, before any fine-tuning: "
-                         f"{at_once:+.1%} against the {ARTIFACT_MARGIN:.0%} an artifact-free "
-                         "linearization may cost (the book's margin, after P3's negligible, tex "
-                         "line 19; point estimate, as "
-                         "tex line 473 reports it)",
+    extra = (1 + lin.lambada_delta_pct / 100) / (1 + ctl.lambada_delta_pct / 100) - 1
+    artifact = _decision(REPRODUCED if extra < ARTIFACT_MARGIN else NOT_REPRODUCED,
+                         f"after {ctl.steps:,} fine-tuning steps the linearized L10–L13 run's "
+                         f"LAMBADA is {extra:+.1%} beyond the control's (one run each, points; "
+                         "the linearized run's corpus is not recorded in its file) against the "
+                         f"{ARTIFACT_MARGIN:.0%} the fine-tuning shift alone would leave (the "
+                         "book's margin, after P3's negligible, tex line 19); before "
+                         f"fine-tuning linearizing cost {at_once:+.1%} (tex line 473, reported)",
                          NEGATIVE)
     dec, _ = by_parts({"degrades": degrades, "not a linearization artifact": artifact})
-    extra = (1 + lin.lambada_delta_pct / 100) / (1 + ctl.lambada_delta_pct / 100) - 1
     measured = ("GPT-2 Medium LAMBADA PPL change: " + "; ".join(
         f"{r.run} {_layers(r.layers)}, {r.steps:,} steps {r.lambada_delta_pct:+.1f} %"
         for r in runs.itertuples())
