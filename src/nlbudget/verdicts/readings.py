@@ -108,8 +108,9 @@ def points_share(values, edge: float, share: float, what: str, *, below: bool = 
     v = np.asarray(values, float)
     k = int(np.sum(v < edge) if below else np.sum(v > edge))
     side = "below" if below else "above"
+    pct = f"{share:.0%}" if round(share * 100, 6) == round(share * 100) else f"{share:.1%}"
     text = (f"{k} of {len(v)} {unit} {side} {edge:g} ({k / len(v):.1%}; point estimates as "
-            f"the author reports them, no interval) against {whose} {share:.0%}")
+            f"the author reports them, no interval) against {whose} {pct}")
     return _decision(REPRODUCED if k >= share * len(v) else NOT_REPRODUCED, text, claims)
 
 
@@ -181,7 +182,7 @@ def some_of(k: int, k_not: int, n: int, what: str, claims: str = POSITIVE) -> De
     return Decision(INCONCLUSIVE, text)
 
 
-def accuracy_at_least(vals, target: float, what: str, n_test: int) -> Decision:
+def accuracy_at_least(vals, target: float, what: str, n_test: int, why: str = "") -> Decision:
     """Accuracies over seeds against `target`. The interval is the union of two: a binomial
     one (the correct answers of every seed's `n_test` held-out strings pooled, Clopper–Pearson:
     never zero-width, even at 100 %) and a t interval over seeds (the spread between seeds,
@@ -192,5 +193,5 @@ def accuracy_at_least(vals, target: float, what: str, n_test: int) -> Decision:
     _, blo, bhi = stats.proportion_interval(k, n_test * len(vals))
     _, tlo, thi = stats.t_interval(vals) if len(vals) > 1 else (None, blo, bhi)
     lo, hi = max(min(blo, tlo), 0.0), min(max(bhi, thi), 1.0)  # an accuracy lies in [0, 1]
-    return needs_seeds(effect(lo - target, hi - target, what=f"accuracy − {target:.3g}"),
-                       len(vals))
+    return needs_seeds(effect(lo - target, hi - target, what=f"accuracy − {target:.3g}"
+                              + (f" ({why})" if why else "")), len(vals))
