@@ -216,10 +216,10 @@ def claim_lower_bound(F, S) -> Claim:
     return Claim("P2.attention-matching-lower-bound",
                  "our attention-matching construction needs m/d = "
                  + ", ".join(str(w) for w in w2[:6]) + " for H = 2, L = 1…6, above H^(L/2)",
-                 NOT_RUN, kind="derivation", obtained="derived",
-                 needs="a proof check of Theorem 4.1; the book only shows that its own "
-                 "matching construction is consistent with the bound", note="the summary's "
-                 "'HL/2' is read as H^(L/2), which the abstract's 'exponential in depth' requires")
+                 NOT_RUN, kind="derivation", reason="no proof check of the theorem here: the "
+                 "widths are the book's own construction's, consistent with the bound, not a "
+                 "test of it", needs="a proof check of Theorem 4.1", note="the summary's 'HL/2' "
+                 "is read as H^(L/2), which the abstract's 'exponential in depth' requires")
 
 
 def _overlap(F) -> str:
