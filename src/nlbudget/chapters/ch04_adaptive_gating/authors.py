@@ -7,8 +7,8 @@ from __future__ import annotations
 from nlbudget.assets.reference import finetune_runs, reference
 from nlbudget.verdicts import controls
 from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, POSITIVE,
-                                      REPRODUCED, TRANSFER, Claim, Decision, all_of, by_parts,
-                                      decided, effect, evidence)
+                                      REPRODUCED, Claim, Decision, all_of, by_parts, decided,
+                                      effect, evidence)
 from nlbudget.verdicts.readings import k_of_n, points_above, points_share, points_within
 
 #: P3 §5.3: the two-phase gated model's WikiText perplexity, as the text reports it.

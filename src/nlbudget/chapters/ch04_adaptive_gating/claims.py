@@ -18,10 +18,10 @@ from nlbudget.chapters.ch04_adaptive_gating.authors_nofly import (
 from nlbudget.chapters.ch04_adaptive_gating.authors_token_features import author_token_features
 from nlbudget.chapters.ch04_adaptive_gating.authors_gate_sizes import SCALE_SWEEPS, author_larger_gates
 from nlbudget.verdicts import controls, stats
-from nlbudget.verdicts.claims import (AUTHORS, INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
-                                      POSITIVE, REPRODUCED, REPRODUCTION, TRANSFER, Claim,
-                                      Decision, all_of, beyond, by_parts, decided, effect,
-                                      evidence, majority, needs_seeds, null, share_of)
+from nlbudget.verdicts.claims import (INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN, POSITIVE,
+                                      REPRODUCED, REPRODUCTION, TRANSFER, Claim, Decision,
+                                      all_of, beyond, by_parts, decided, effect, majority,
+                                      needs_seeds, null, share_of)
 from nlbudget.verdicts.readings import (fdr_discoveries, k_of_n,
                                         windows_to_decide)
 
