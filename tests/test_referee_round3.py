@@ -120,7 +120,13 @@ def test_an_observational_difference_does_not_decide_its_cause():
     c = V.decided("P3.x", V.Decision(NR, "below the margin", V.NEGATIVE), positive=NONE,
                   tested=V.REPRODUCTION, authors=obs, measured="m", control="c")
     assert c.verdict == NR
-    assert _committed("P3.sequential-vs-parallel")["verdict"] == P
+    # observational evidence alone: the row claims the difference, and it decides
+    c = V.decided("P3.x", V.Decision(R, "r"), authors=obs, measured="m", control="c")
+    assert c.verdict == R and not c.parts
+    # the book's two rows: the difference observed (P3.sequential-vs-parallel) and its cause
+    # (P3.topology-cause), apart (cold read 8: one `partly` merged them)
+    assert _committed("P3.sequential-vs-parallel")["verdict"] == R
+    assert _committed("P3.topology-cause")["verdict"] == INC
 
 
 def test_sizes_of_one_claim_are_all_of_not_parts():
@@ -342,7 +348,7 @@ def test_larger_gates_read_on_every_sweep_that_compares_them(monkeypatch):
     assert "gpt2: not run (cannot show a benefit" in ev["reason"]
     assert "gpt2-large: reproduced (0 of 12" in ev["reason"]
     assert "31 gates of ≥ 25,000 parameters, outside the sentence" in ev["measured"]
-    assert "GPT-2 Medium, the row's setting: no stored file" in ev["measured"]
+    assert "GPT-2 Medium: no stored file compares its gate sizes" in ev["measured"]
     # without Pythia-2.8B the rest hold where they can answer; with its two winners routing
     # one token fewer each they become trades, and its sweep is undecided
     monkeypatch.setattr(a4, "reference", lambda name: real.query("model != 'pythia-2.8b'"))
@@ -384,12 +390,11 @@ def test_the_near_linear_share_is_read_on_the_authors_cluster_percentiles(monkey
     g = pd.DataFrame({"n": [100, 300], "p10_delta": [-0.2, -0.01], "p90_delta": [0.3, 0.02]})
     assert ad.far_share_at_least(g) == pytest.approx(0.05)  # 100 × 0.2 / 400
     ev = ad.author_delta_skew(0.9)
-    assert ev["verdict"] == NR and ev["parts"] == {"90 % of tokens near-linear (|δ| < 0.05, tex line 522)": NR,
-                                                   "a thin tail carries most δ": NRUN}
+    assert ev["verdict"] == NR and ev["parts"] == {ad.NEAR_PART: NR, ad.TAIL_PART: NRUN}
     real = ad.reference("residual_clusters")
     tight = real.assign(p10_delta=-0.01, p90_delta=0.01)  # every cluster inside ±0.05
     monkeypatch.setattr(ad, "reference", lambda name: tight)
-    assert ad.author_delta_skew(0.9)["parts"]["90 % of tokens near-linear (|δ| < 0.05, tex line 522)"] == R
+    assert ad.author_delta_skew(0.9)["parts"][ad.NEAR_PART] == R
     assert _committed("P3.delta-skew")["verdict"] == NR
 
 
@@ -424,8 +429,8 @@ def test_a_decided_row_names_the_control_that_blocked_its_own_experiment():
     """A row decided by other evidence says why its own experiment does not count (the failed
     control, in its note), and a `partly` with an open part says what would decide it (before:
     P3.sequential-vs-parallel's cause part read as merely noisy, its needs empty)."""
-    sp = _committed("P3.sequential-vs-parallel")
-    assert sp["parts"]["its cause (reproduction)"] == INC
+    sp = _committed("P3.topology-cause")
+    assert sp["verdict"] == INC
     assert "middle third costs more than the topology gap's margin" in sp["needs"]
     assert "P3's negligible" in sp["reason"]
     assert "reproduction: the positive control failed" in _committed("P3.two-phase-gated")["note"]
@@ -474,12 +479,12 @@ def test_a_derivation_without_numerical_checks_does_not_say_they_hold():
 
 
 def test_the_pair_control_and_the_row_quote_one_ablation_figure():
-    """P3.sequential-vs-parallel's measured "MLPs zeroed" and its control's "zeroing the MLPs"
+    """P3.topology-cause's measured "MLPs zeroed" and its control's "zeroing the MLPs"
     are the same minimum over every seed of both models (before: +568 % against +856 %, the
     control reading the first seed only)."""
     import re
 
-    c = _committed("P3.sequential-vs-parallel")
+    c = _committed("P3.topology-cause")
     row = re.search(r"MLPs zeroed: (\+\d+%)", c["measured"]).group(1)
     ctl = re.search(r"zeroing the MLPs: (\+\d+%)", json.dumps(c, ensure_ascii=False)).group(1)
     assert row == ctl

@@ -275,11 +275,12 @@ def headline(pieces: dict) -> tuple[str | None, Decision]:
     """A paper row's headline (`HEADLINE_RULE`) from its evidence: (the kind that sets it, its
     decision); kind None where nothing was measured. An observational piece (`evidence`) shows
     a difference, not its cause: where the causal evidence does not decide, the row reads the
-    two as parts kept apart (`combine`: the difference observed, its cause undecided)."""
+    two as parts kept apart (`combine`: the difference observed, its cause undecided). A row
+    with observational evidence alone claims the difference only: that evidence decides it."""
     obs = {k: e for k, e in pieces.items() if e.get("observational")}
     kind, dec = _headline({k: e for k, e in pieces.items() if k not in obs})
     seen = {k: e for k, e in obs.items() if e["verdict"] in DECIDING}
-    if not seen or dec.verdict in DECIDING:
+    if not seen or dec.verdict in DECIDING or kind is None:
         return (kind, dec) if kind or not obs else _headline(obs)
     parts = {f"the difference ({k}, observational)": e["verdict"] for k, e in seen.items()}
     parts["its cause" + (f" ({kind})" if kind else "")] = dec.verdict

@@ -253,6 +253,33 @@ def costlier_by_rank(high, low, gap: float) -> Decision:
                        f"{len(high)} against {len(low)} layers, shifted by {gap:g}")
 
 
+#: The author's models paired at comparable size (tex line 372): GPT-2 Medium (355M) with
+#: Pythia-410M, GPT-2 Large (774M) with Pythia-1B; each pair is a setting (`all_of`).
+SIZE_PAIRS = (("pythia-410m", "gpt2-medium"), ("pythia-1b", "gpt2-large"))
+
+
+def author_pythia_costlier(gap: float) -> dict:
+    """P3's "Pythia models show higher linearization costs" on the author's per-layer costs:
+    each Pythia (parallel) against the GPT-2 (sequential) of comparable size (tex line 372),
+    layer 0 left out, ranked with the shift `gap` (`costlier_by_rank`), every pair a setting.
+    Observational: the models differ in data, tokenizer and training too."""
+    cost = {m: author_layers(m).query("layer > 0").cost_pct.to_numpy() / 100
+            for pair in SIZE_PAIRS for m in pair}
+    return evidence(
+        AUTHORS, all_of({f"{py} vs {g2}": costlier_by_rank(cost[py], cost[g2], gap)
+                         for py, g2 in SIZE_PAIRS}),
+        measured="the author's per-layer all-linear costs, layer 0 left out, each Pythia "
+        "(parallel) against the GPT-2 (sequential) of comparable size (tex line 372: 'cheaper "
+        "than Pythia at comparable size'): " + "; ".join(
+            f"{py} median {np.median(cost[py]):+.1%} vs {g2} {np.median(cost[g2]):+.1%}"
+            for py, g2 in SIZE_PAIRS),
+        setting=AUTHOR_FILES + "; models that also differ in data, tokenizer and training "
+        "(observational: shows that Pythia costs more, not that the topology is why — that "
+        "is P3.topology-cause)",
+        reads="points", observational=True,
+        control=controls.none_needed("the author's trained models and files"))
+
+
 #: The U-shape's layer groups by relative depth (layer / number of layers): early boundary
 #: layers below EARLY, late ones from LATE on, middle layers in MIDDLE — Pythia-2.8B's L0–L2
 #: and L28–L31 against L7–L15 (tex line 546; line 548 puts L3 among the cheap "sweet spot"),

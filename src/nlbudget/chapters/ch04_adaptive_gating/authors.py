@@ -89,6 +89,10 @@ def author_gate_routing(share: float, min_routed: float, max_cost: float) -> dic
                 f"estimates as the author reports them) against the book's {share:.0%} of "
                 "layers (the paper gives no layer share)")
         every += [m] if k == len(t) else []
+        text += (" — one architecture can show what a gate can do, which is what this sentence "
+                 "asks; it cannot refute a count of the best of four, which is why "
+                 "P3.forty-percent and P3.gated-negative-regularization read this file as not "
+                 "run" if single else "")
         decs[m] = (Decision(NOT_RUN, f"{single}; {text}") if single and k < share * len(t) else
                    Decision(REPRODUCED if k >= share * len(t) else NOT_REPRODUCED, text, POSITIVE))
         texts.append(f"{m} ({t.source.iloc[0]}): {k} of {len(t)} layers route ≥ "

@@ -4,11 +4,13 @@ re-judges the stored figures, `nlbudget judge 07`, and reruns nothing)."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 from scipy import stats as sps
 
-from nlbudget.verdicts import controls, stats
+from nlbudget.chapters.ch04_adaptive_gating.claims import gates_not_overfit as of_ch04
+from nlbudget.verdicts import controls, results, stats
 from nlbudget.verdicts.claims import (INCONCLUSIVE, NEGATIVE, NOT_REPRODUCED, NOT_RUN,
                                       POSITIVE, REPRODUCED, Claim, Decision, decided, share_of)
 
@@ -323,15 +325,40 @@ def claim_linear_vs_asymmetry(F, S) -> Claim:
                   "BOOK.V.linear-vs-asymmetry")
 
 
+def gates_not_overfit(lens: dict, model: str) -> controls.Control:
+    """Chapter 04's over-fit check on the gates the routing lens reads (fit − held-out AUC,
+    `ch04 ... claims.gates_not_overfit`): from the lens's record where it carries one, else from
+    chapter 04's stored figures of the profile the lens names as its source ("chapter 04
+    (full)"), for the same model; not recorded (failed) where neither holds it."""
+    if lens.get("gates_not_overfit"):
+        return controls.Control(**lens["gates_not_overfit"])
+    found = re.fullmatch(r"chapter 04 \((\w+)\)", lens.get("source", ""))
+    try:
+        F04 = results.read("04_adaptive_gating", found.group(1))["figures"]
+        if next(iter(F04["pretrained"])) == model:
+            return of_ch04(F04)
+    except (AttributeError, FileNotFoundError, KeyError, StopIteration):  # no 04 record named
+        pass
+    return controls.not_recorded("chapter 04's d+1 gates do not over-fit",
+                                 "chapter 04's record of its gates' fit and held-out AUC",
+                                 guards="negative")
+
+
 def claim_linear_vs_routing(F, S) -> Claim:
     """The book's question within P3: where linearizing costs more, does the gate's choice of
-    tokens beat random routing by more (`relate`; chapter 04 measures the first model)?"""
+    tokens beat random routing by more (`relate`; chapter 04 measures the first model)? Its
+    positive control is chapter 04's on the same gates: they beat chance held out, and they do
+    not over-fit (`gates_not_overfit`) — an over-fitted gate's routing is noise at the layers
+    it over-fits, which can hide a relation (it guards "no relation")."""
     M = models_of(F)[0]
-    gates = M["lenses"]["gate vs random"].get("gates_beat_chance")
-    positive = (controls.not_recorded(
+    lens = M["lenses"]["gate vs random"]
+    gates = lens.get("gates_beat_chance")
+    beat = (controls.not_recorded(
         "the routing lens has signal: chapter 04's gates beat chance on held-out tokens",
         "chapter 04's gates trained on enough tokens (≥ 16k), its control recorded",
-        guards="negative") if gates is None else controls.Control(**gates).aimed("negative"))
+        guards="negative") if gates is None else controls.Control(**gates))
+    positive = controls.joined(beat, gates_not_overfit(lens, next(iter(F["atlas"])))
+                               ).aimed("negative")
     return relate(M, S, "linear cost", "gate vs random", "BOOK.V.linear-vs-routing", positive)
 
 
