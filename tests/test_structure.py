@@ -200,7 +200,7 @@ def test_modules_live_in_folders_by_role():
              "assets": {"downloads", "corpora", "models", "memo", "devices", "machine",
                         "reference"},
              "book": {"profiles", "plan", "runner", "build", "exercises", "launch", "pages",
-                      "standins", "ledger", "inputs", "preflight"},
+                      "standins", "ledger", "ledger_export", "inputs", "preflight"},
              "teaching": {"checks", "machinery", "slides", "grading",
                           *(f"ch{i:02d}" for i in range(1, 8))}}
     for folder, names in roles.items():

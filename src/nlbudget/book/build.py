@@ -25,13 +25,13 @@ from nlbudget.book.ledger import (  # noqa: F401
     committed_dir,
     committed_rows,
     judge_committed,
-    ledger_export,
     ledger_markdown,
     ledger_text,
     part_titles,
     staleness,
     with_committed,
 )
+from nlbudget.book.ledger_export import ledger_export  # noqa: F401
 from nlbudget.book.plan import Plan
 from nlbudget.verdicts import results
 

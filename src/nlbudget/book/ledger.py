@@ -156,58 +156,16 @@ def control_text(pc: dict) -> str:
 
 def evidence_text(ev: dict) -> str:
     """A row's evidence, kind by kind, how it reads its figures and whether it stands past a
-    failed control: `authors' data (points): reproduced; transfer (intervals): transfers`."""
-    return "; ".join(f"{k} ({e.get('reads', 'intervals')}): **{e['verdict']}**"
+    failed control: `authors' data (points): reproduced; transfer (intervals): transfers` (a
+    piece not run reads nothing: `reproduction: not run`)."""
+    return "; ".join(f"{k}{reads_text(e, ' ({})')}: **{e['verdict']}**"
                      + (" past a failed control that guards the other direction"
                         if e.get("stands") else "") for k, e in ev.items()) or "—"
 
 
-#: The columns of the ledger's export (`export_rows`): per row, the headline and, per kind of
-#: evidence, its verdict, how it reads its figures, and its control (passed, the direction it
-#: guards, where it measured).
-EXPORT_FIELDS = (
-    "id", "part", "chapter", "kind", "claim", "verdict", "shows", "finds", "reason", "needs",
-    "control", "positive_control_passed", "positive_control_guards", "positive_control_scope",
-    *(f"{k.replace(chr(39), '').replace(' ', '_')}_{f}" for k in claims.EVIDENCE
-      for f in ("verdict", "reads", "control_passed", "control_guards", "stands")))
-
-
-def export_rows(rows: list[dict]) -> list[dict]:
-    """The ledger as flat records (`EXPORT_FIELDS`): `nlbudget ledger --format csv|json`."""
-    def guards(pc):  # the direction a control guards, where it can fail
-        return pc.get("guards", "") if pc.get("passed") is not None else ""
-
-    out = []
-    for r in rows:
-        pc = r.get("positive_control") or {}
-        rec = {**{f: r.get(f, "") for f in EXPORT_FIELDS[:11]}, "positive_control_passed":
-               pc.get("passed", ""), "positive_control_guards": guards(pc),
-               "positive_control_scope": pc.get("scope", "")}
-        for k in claims.EVIDENCE:
-            e = (r.get("evidence") or {}).get(k) or {}
-            epc, key = e.get("positive_control") or {}, k.replace("'", "").replace(" ", "_")
-            rec.update({f"{key}_verdict": e.get("verdict", ""), f"{key}_reads": e.get("reads", ""),
-                        f"{key}_control_passed": epc.get("passed", ""),
-                        f"{key}_control_guards": guards(epc), f"{key}_stands": e.get("stands", "")})
-        out.append({f: ("" if rec[f] is None else rec[f]) for f in EXPORT_FIELDS})
-    return out
-
-
-def ledger_export(profile: str, fmt: str, results_dir: Path | None = None) -> str:
-    """The ledger at `profile` as CSV or JSON (`export_rows`)."""
-    import csv
-
-    recs = export_rows(ledger_rows(profile, results_dir))
-    if fmt == "json":
-        return json.dumps({"profile": profile, "headline_rule": claims.HEADLINE_RULE,
-                           "rows": recs}, indent=1, ensure_ascii=False) + "\n"
-    if fmt != "csv":
-        raise ValueError(f"format {fmt!r}: one of csv, json")
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=EXPORT_FIELDS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(recs)
-    return buf.getvalue()
+def reads_text(e: dict, form: str = "{}") -> str:
+    """How an evidence piece reads its figures, in `form`; "" for a piece that was not run."""
+    return "" if e.get("verdict") in ("", claims.NOT_RUN) else form.format(e.get("reads", "intervals"))
 
 
 def evidence_glance(rows: list[dict]) -> list[str]:
@@ -356,12 +314,12 @@ def _details(r: dict) -> list[str]:
 
 
 def counts_section(rows: list[dict], profile: str) -> list[str]:
-    """The ledger page's counts: this build's, then each committed scale's (and which of its
-    chapters are stale)."""
+    """The ledger page's counts: this build's, then each other committed scale's (and which of
+    its chapters are stale); a build at a committed scale prints its counts once."""
     lines = ["## Counts", "", f"This build (`{profile}`):", "", counts_markdown(rows), "",
              f"The paper rows of this build by kind of evidence, each with its own verdict "
              "(a row with several kinds counts in each):", "", evidence_counts(rows), ""]
-    for prof in COMMITTED:
+    for prof in (p for p in COMMITTED if p != profile):
         at = [{**r, "verdict": r[f"verdict_{prof}"] or "not run",
                "evidence": (r.get(f"{prof}_row") or {}).get("evidence") or {}} for r in rows]
         stale = sorted({r[f"{prof}_row"]["stale"] and r["chapter"] for r in rows

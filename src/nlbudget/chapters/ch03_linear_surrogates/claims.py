@@ -410,7 +410,7 @@ def claim_progressive_control(F, S) -> Claim:
                    + "; ".join(f"{k}: {runs_to_decide(v, margin=MIN_BEHIND)}"
                                for k, v in rel.items()),
                    author_data="control_finetune_gpt2-medium.json: the control reaches 18.25 PPL "
-                   "(−20.6 %) at 2,000 steps; −14.8 % is its step-400 value",
+                   "(−20.6 %) at 2,000 steps; the text's −14.8 % matches its value at step 400",
                    scale=_progressive_scale(S))
 
 

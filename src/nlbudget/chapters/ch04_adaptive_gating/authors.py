@@ -31,7 +31,7 @@ def author_two_phase(setting: str) -> dict:
         f"{gated.final_wiki_ppl:.2f} at {gated.steps:,} steps — the text's "
         f"{PAPER_TWO_PHASE:.2f} is {'a' if stored else 'no'} stored run; the control ends "
         f"{'below' if ctl.final_wiki_ppl < gated.final_wiki_ppl else 'above'} it with fewer "
-        "steps (the text compares with the control's step-400 value, −14.8 %); "
+        "steps (the text's −14.8 % for the control matches the control's value at step 400); "
         + "; ".join(f"another stored run, layers {r.layers}: {r.final_wiki_ppl:.2f}"
                     for r in other.itertuples()) + "; one run each", setting=setting,
         reads="points", control=controls.none_needed("the author's trained models"))
