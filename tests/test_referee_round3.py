@@ -17,6 +17,7 @@ NONE = controls.none_needed("nothing trained")
 # the modules (each chapter package's `claims` is also the name of its function)
 c5 = importlib.import_module("nlbudget.chapters.ch05_fixed_universal.claims")
 c6 = importlib.import_module("nlbudget.chapters.ch06_preprojection_probes.claims")
+A3 = importlib.import_module("nlbudget.chapters.ch03_linear_surrogates.authors")
 
 
 def _committed(cid: str) -> dict:
@@ -196,8 +197,8 @@ def test_the_authors_single_runs_are_read_on_their_points():
     assert row["verdict"] == NR and row["evidence"][V.AUTHORS]["reads"] == "points"
     prog = _committed("P3.progressive")["evidence"][V.AUTHORS]
     assert prog["verdict"] == P and "no stored file" in prog["reason"]
-    assert prog["parts"] == {"5 layers at zero cost after 50 steps each": NRUN,
-                             "4 linear layers no worse than the original": R}
+    assert prog["parts"] == {A3.ONE_BY_ONE: NRUN,
+                             A3.TOGETHER: R}
     assert "seed" not in prog["reason"]
 
 

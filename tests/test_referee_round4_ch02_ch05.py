@@ -148,7 +148,7 @@ def test_a_part_that_holds_on_hop_1_alone_is_not_reproduced():
     c = c5.claim_khop_residual_ln(F, S)
     assert c.verdict == INC
     assert c.parts == {"sparse ≈ 100 %": NRUN, "random ≥ 85.7 %": INC}
-    assert "random ≥ 85.7 %: holds on hop 1 only" in c.reason and "hop2: not run" in c.reason
+    assert "random ≥ 85.7 %: undecided, not refuted: it holds on hop 1," in c.reason and "hop2: not run" in c.reason
     assert "must first bring it to" in c.needs  # what would decide it: hop 2 learned
     # both hops judged and holding: the part reads reproduced, the row partly, as before
     F, S = _two_hops(hop2_learned=True)
@@ -162,7 +162,7 @@ def test_a_part_that_holds_on_hop_1_alone_is_not_reproduced():
 def test_a_claim_without_stated_parts_that_holds_on_hop_1_alone_is_inconclusive():
     F, S = _two_hops(hop2_learned=False)
     c = c5.claim_khop_attention_only(F, S)
-    assert c.verdict == INC and "holds on hop 1 only" in c.reason
+    assert c.verdict == INC and "it holds on hop 1, but the paper" in c.reason
     F, S = _two_hops(hop2_learned=True)
     assert c5.claim_khop_attention_only(F, S).verdict == R
     # a hop that fails still fails the claim, the other not run
@@ -176,13 +176,13 @@ def test_a_claim_without_stated_parts_that_holds_on_hop_1_alone_is_inconclusive(
 def test_the_committed_residual_ln_row_reads_inconclusive(rows05):
     c = rows05["P2.khop-residual-ln"]
     assert c.verdict == INC and c.parts == {"sparse ≈ 100 %": NRUN, "random ≥ 85.7 %": INC}
-    assert "holds on hop 1 only" in c.reason
+    assert "it holds on hop 1, but the paper" in c.reason
 
 
 def test_on_every_hop_names_the_part():
     d = c5._on_every_hop({"hop1": V.Decision(R, "r1", V.POSITIVE),
                           "hop2": V.Decision(NRUN, "not learned")}, "random")
-    assert d.verdict == INC and d.reason.startswith("random: holds on hop 1 only") and not d.finds
+    assert d.verdict == INC and d.reason.startswith("random: undecided, not refuted: it holds on hop 1") and not d.finds
     d = c5._on_every_hop({"hop1": V.Decision(R, "r1", V.POSITIVE),
                           "hop2": V.Decision(R, "r2", V.POSITIVE)})
     assert d.verdict == R and d.finds == V.POSITIVE

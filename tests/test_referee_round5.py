@@ -99,3 +99,44 @@ def test_the_routing_relation_carries_chapter_04s_over_fit_check():
     G2 = t.f07(lin=[0.01 + 0.002 * k for k in range(30)], gate=list(range(30)))
     t.first07(G2)["lenses"]["gate vs random"]["gates_not_overfit"]["passed"] = False
     assert c7.claim_linear_vs_routing(G2, S).verdict == R  # a relation found stands
+
+
+# ------------------------------------------------ cold read 9 (47 of 55)
+
+
+def test_the_authors_token_context_aucs_are_read_as_held_out():
+    """The author's script scores the stored token/context AUCs on a 30 % held-out split (read
+    from pbalogh/half-the-nonlinearity, code/context_vs_token_gating.py; the result files do not
+    record it): P3.gate-auc says so (before: "an over-fitted gate cannot be ruled out"), and
+    P3.context-not-token's control, which a null part ("context ≈ full") needs as much as the
+    other, guards both directions."""
+    a4 = importlib.import_module("nlbudget.chapters.ch04_adaptive_gating.authors")
+    assert "30 %" in a4.AUC_SPLIT and "context_vs_token_gating.py" in a4.AUC_SPLIT
+    auc = ROWS["P3.gate-auc"]["evidence"]["authors' data"]["positive_control"]["what"]
+    assert a4.AUC_SPLIT in auc and "ruled out" not in auc
+    pc = ROWS["P3.context-not-token"]["evidence"]["authors' data"]["positive_control"]
+    assert pc["guards"] == "both" and "held out" in pc["what"]
+
+
+def test_a_claim_says_the_model_its_sentence_names():
+    """P3.layers-linearizable is the sentence's GPT-2 Medium (tex line 31); the author's
+    Pythia sweeps are reported beside it, with their counts, not judged (before: the claim read
+    generally while Pythia's files show few cheap layers). P3.delta-skew's claim is the 90 %
+    it is judged on (tex line 522); P3.progressive's parts name the runs that test them."""
+    reg = _registry()
+    assert reg["P3.layers-linearizable"]["claim"].startswith("In GPT-2 Medium")
+    m = ROWS["P3.layers-linearizable"]["evidence"]["authors' data"]["measured"]
+    assert "pythia-160m 0 of 12" in m and "reported" in m
+    assert "90 %" in reg["P3.delta-skew"]["claim"]
+    a3 = importlib.import_module("nlbudget.chapters.ch03_linear_surrogates.authors")
+    assert set(ROWS["P3.progressive"]["parts"]) == {a3.ONE_BY_ONE, a3.TOGETHER}
+    assert "linearized together" in a3.TOGETHER
+
+
+def test_the_books_own_statistic_on_the_authors_file_is_read_on_its_interval():
+    """BOOK.P3.nofly-beyond-regression's kept share is the book's statistic, not a number the
+    author reports: read on its Clopper–Pearson interval, with the cut as a number
+    (WikiText-103 train's 39–55 % holds 54.1 %: `reproduced` → `inconclusive`)."""
+    row = ROWS["BOOK.P3.nofly-beyond-regression"]
+    assert row["verdict"] == INC and "against the cut 54.1%" in row["reason"]
+    assert row["evidence"]["authors' data"]["reads"] == "intervals"

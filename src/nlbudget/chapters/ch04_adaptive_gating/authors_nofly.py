@@ -104,7 +104,8 @@ def retention_decision(kept: int, found: int, reference: float, what: str) -> De
     share, lo, hi = stats.proportion_interval(kept, found)
     cut = reference - RETENTION_MARGIN
     text = (f"{what}: {kept} of {found} keep mean δ > {NOFLY_DELTA} ({share:.0%}, CI "
-            f"{lo:.0%}–{hi:.0%}) against {reference:.0%} for stable tokens")
+            f"{lo:.0%}–{hi:.0%}) against the cut {cut:.1%}: {reference:.1%} for stable tokens "
+            f"less the book's {RETENTION_MARGIN:.0%}")
     return Decision(REPRODUCED if hi < cut else NOT_REPRODUCED if lo > cut else INCONCLUSIVE,
                     text)
 
@@ -125,18 +126,6 @@ def few_keep(still: int, found: int, what: str, points: bool) -> Decision:
                          NEGATIVE)
     return _decision(REPRODUCED if hi < FEW else NOT_REPRODUCED if lo >= FEW else INCONCLUSIVE,
                      text + f", CI {lo:.0%}–{hi:.0%}) against the book's {FEW:.0%}", NEGATIVE)
-
-
-def retention_points(kept: int, found: int, reference: float, what: str) -> Decision:
-    """`retention_decision` on the author's point, as the author reports it (one list each):
-    below the stable reference less RETENTION_MARGIN, reproduced; else not; the interval is
-    shown beside it."""
-    share, lo, hi = stats.proportion_interval(kept, found)
-    cut = reference - RETENTION_MARGIN
-    return Decision(REPRODUCED if share < cut else NOT_REPRODUCED,
-                    f"{what}: {kept} of {found} keep mean δ > {NOFLY_DELTA} ({share:.0%}, point "
-                    f"estimate; CI {lo:.0%}–{hi:.0%} shown, not read) against {reference:.0%} for "
-                    f"stable tokens less the book's {RETENTION_MARGIN:.0%}")
 
 
 def claim_nofly_retention(F, S) -> Claim:
@@ -183,17 +172,18 @@ def claim_nofly_regression(F, S) -> Claim:
     """The book's question, from P3's no-fly table: do the tokens lose their status beyond what
     regression to the mean predicts? Each corpus (a setting, `all_of`) against the share a
     *stable* token would keep (`stable_retention`), which the author's per-token file allows
-    (the build mean, s.d. and count of every token); the author's lists read on their points
-    (`retention_points`), as every author file is. The book's transfer, SmolLM2's list, has no
+    (the build mean, s.d. and count of every token). The statistic is the book's, not a number
+    the author reports, so it is read on its interval (`retention_decision`: Clopper–Pearson
+    over the list's tokens), not on its point. The book's transfer, SmolLM2's list, has no
     per-token record: not run."""
     ref = reference("nofly")
-    decs = {NAMES.get(c, c): retention_points(int((rows.test_mean > NOFLY_DELTA).sum()),
-                                              len(rows), stable_retention(rows), c)
+    decs = {NAMES.get(c, c): retention_decision(int((rows.test_mean > NOFLY_DELTA).sum()),
+                                                len(rows), stable_retention(rows), c)
             for c, rows in ref.groupby("test_corpus", sort=False)}
     dec = all_of(decs)
-    authors = evidence(AUTHORS, dec, measured=dec.reason, reads="points",
+    authors = evidence(AUTHORS, dec, measured=dec.reason, reads="intervals",
                        setting=AUTHOR_NOFLY + "; GPT-2 Medium L12, built on WikiText-103 test; "
-                       "one list each, read on its point",
+                       "one list each, its kept share read on its interval over tokens",
                        control=controls.none_needed("the author's measured lists, judged "
                                                     "against the stable-token reference"))
     return decided(
@@ -205,6 +195,8 @@ def claim_nofly_regression(F, S) -> Claim:
         + dec.reason,
         control=f"the share a stable token would keep (selection-corrected), less the book's "
         f"{RETENTION_MARGIN:.0%}",
-        needs="a per-token record of the book's no-fly list",
+        needs="a list long enough for each kept share's interval to clear the cut (an "
+        "undecided corpus: more no-fly tokens found again); the book's own list: a per-token "
+        "record",
         note="the reference's own uncertainty (each corrected mean is an estimate) is covered "
         "only by the margin")

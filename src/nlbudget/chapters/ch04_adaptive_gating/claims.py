@@ -258,10 +258,13 @@ def claim_gate_auc(F, S) -> Claim:
 
 def claim_larger_gates(F, S) -> Claim:
     """P3: "Larger gates gave no extra benefit". Larger as the text counts gates, by parameters
-    (tex lines 119–122, 204), the same reading as the author's sweeps: every gate with more
-    parameters than the d+1 gate — the MLP gate and the PCA-k + logistic gates. No extra
-    benefit: each larger gate's AUC gain over the d+1 gate stays below LARGER_SHARE of the d+1
-    gate's own AUC above chance, at least AUC_MARGIN (corrected interval)."""
+    (tex lines 119–122, 204): every gate with more parameters than the d+1 gate. The author's
+    sweeps decide (`author_larger_gates`, on points, one run each): a larger gate benefits
+    where it costs more than MAX_COST (P3's negligible, tex line 19) less than the d+1 gate at
+    its layer while routing at least as many tokens; a benefit in any sweep that can show one
+    says no (sweeps as settings). The book's own gates (the transfer): each larger gate's AUC
+    gain over the d+1 gate stays below LARGER_SHARE of the d+1 gate's AUC above chance, at
+    least AUC_MARGIN (corrected interval)."""
     gains, margin = {}, {}
     for m, rep in {**F["pretrained"], **F["pair"]}.items():
         for r in rep["per_layer"]:

@@ -406,7 +406,10 @@ def _on_every_hop(decs: dict, part: str = "") -> Decision:
     d = all_of(decs)
     judged = [h.replace("hop", "hop ") for h, x in decs.items() if x.verdict != NOT_RUN]
     short = d.verdict == REPRODUCED and len(judged) < len(decs)
-    why = f"holds on {', '.join(judged)} only; the paper's figure spans every hop: " * short
+    why = (f"undecided, not refuted: it holds on {', '.join(judged)}, but the paper's figure "
+           "spans every hop and the others cannot be judged here (their reference does not "
+           "learn them; a positive finding on the hops judged stands past a control that "
+           "guards the negative): ") * short
     return Decision(INCONCLUSIVE if short else d.verdict, f"{part}: " * bool(part) + why
                     + d.reason, "" if short else d.finds, d.parts, d.join)
 
