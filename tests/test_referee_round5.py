@@ -140,3 +140,26 @@ def test_the_books_own_statistic_on_the_authors_file_is_read_on_its_interval():
     row = ROWS["BOOK.P3.nofly-beyond-regression"]
     assert row["verdict"] == INC and "against the cut 54.1%" in row["reason"]
     assert row["evidence"]["authors' data"]["reads"] == "intervals"
+
+
+# ------------------------------------------------ cold read 10 (52 of 55)
+
+
+def test_the_four_layer_part_tests_that_the_run_beats_the_original(monkeypatch):
+    """P3.progressive's 4-layer part is the text's "beats baseline by 10.2 %" (tex line 484):
+    better than the original by more than the margin (before: no worse than it, a weaker
+    statement); a run that merely matches the original says no."""
+    a3 = importlib.import_module("nlbudget.chapters.ch03_linear_surrogates.authors")
+    assert "better than the original" in a3.TOGETHER
+    assert ROWS["P3.progressive"]["parts"][a3.TOGETHER] == R
+    real = a3.finetune_runs
+    monkeypatch.setattr(a3, "finetune_runs", lambda *a, **k: real(*a, **k).assign(
+        final_wiki_ppl=lambda t: t.baseline_wiki_ppl, rel=0.0))
+    assert a3.author_progressive(0.01)["parts"][a3.TOGETHER] == NR
+
+
+def test_the_nofly_claim_says_only_what_its_rule_decides():
+    """P3.nofly-retention judges "few keep it"; the flips the text reports (26.8 %) have no
+    bound in the text and are reported, not judged (before: "many flip" in the claim)."""
+    claim = _registry()["P3.nofly-retention"]["claim"]
+    assert "many flip" not in claim and "reported, not judged" in claim

@@ -386,13 +386,12 @@ def _every_hop(cid: str, F, S, judge, control: str, setting: str,
         else:
             decs[hop], stated[hop] = dec, dec.parts if hop_parts else {}
             wants += [f"{hop}: {w}" for w in want if w and dec.verdict == INCONCLUSIVE]
-    names = dict.fromkeys(k for p in stated.values() for k in p)  # the claim's stated parts
-    # each stated part, like the claim, holds only on every hop (`_on_every_hop`)
+    # the claim's stated parts: each, like the claim, holds only on every hop (`_on_every_hop`)
+    names = dict.fromkeys(k for p in stated.values() for k in p)
     dec, parts = by_parts({k: _on_every_hop({h: stated.get(h, {}).get(k, d) for h, d in
                                              decs.items()}, k) for k in names}) if names else (
         _on_every_hop(decs), {})
-    if not learned:  # the control failed: not `not run`, but undecided, and why
-        dec = Decision(INCONCLUSIVE, "no hop learned by the reference")
+    dec = dec if learned else Decision(INCONCLUSIVE, "no hop learned by the reference")
     needs = ("; ".join(wants + missing)
              or f"more than {S['hop_seeds']} seed(s) per hop (at least {MIN_SEEDS})")
     return decided(cid, dec, parts=parts if dec.verdict == PARTLY else {}, measured="; ".join(texts),
@@ -401,15 +400,13 @@ def _every_hop(cid: str, F, S, judge, control: str, setting: str,
 
 
 def _on_every_hop(decs: dict, part: str = "") -> Decision:
-    """`all_of` over the hops (of `part`, named), but the paper's figure spans every hop: held
-    on the hops judged while one is not run (its reference did not learn it) is inconclusive."""
+    """`all_of` over the hops (of `part`, named); the paper's figure spans every hop: held on
+    the hops judged while one is not run (its reference did not learn it) is inconclusive."""
     d = all_of(decs)
     judged = [h.replace("hop", "hop ") for h, x in decs.items() if x.verdict != NOT_RUN]
     short = d.verdict == REPRODUCED and len(judged) < len(decs)
     why = (f"undecided, not refuted: it holds on {', '.join(judged)}, but the paper's figure "
-           "spans every hop and the others cannot be judged here (their reference does not "
-           "learn them; a positive finding on the hops judged stands past a control that "
-           "guards the negative): ") * short
+           "spans every hop and the others cannot be judged here: ") * short
     return Decision(INCONCLUSIVE if short else d.verdict, f"{part}: " * bool(part) + why
                     + d.reason, "" if short else d.finds, d.parts, d.join)
 
