@@ -1139,9 +1139,9 @@ def f06c(pre_acc, lora_acc, lora_ppl=(-0.12, -0.08), seeds=(0, 1, 2), base_acc=0
     F = f06(seeds=seeds, base_acc=base_acc)
     st = F["studies"]["smollm2-135m"]
     st["pre"] = variant(35.5, 0.6)
-    st["pre"]["vs_base"].update(acc_change=sum(pre_acc) / 2, acc_ci=pre_acc)
+    st["pre"]["vs_base"].update(acc_diff=sum(pre_acc) / 2, acc_diff_ci=pre_acc)
     st["lora"]["vs_base"].update(ppl_change=sum(lora_ppl) / 2, ppl_ci=lora_ppl,
-                                 acc_change=sum(lora_acc) / 2, acc_ci=lora_acc)
+                                 acc_diff=sum(lora_acc) / 2, acc_diff_ci=lora_acc)
     for i, r in enumerate(F["by_seed"]["smollm2-135m"]):  # each seed's change vs the base
         r.update(pre_acc_vs_base=sum(pre_acc) / 2 + 0.001 * i,
                  lora_acc_vs_base=sum(lora_acc) / 2 + 0.001 * i)

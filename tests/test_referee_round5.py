@@ -163,3 +163,12 @@ def test_the_nofly_claim_says_only_what_its_rule_decides():
     bound in the text and are reported, not judged (before: "many flip" in the claim)."""
     claim = _registry()["P3.nofly-retention"]["claim"]
     assert "many flip" not in claim and "reported, not judged" in claim
+
+
+def test_the_comprehension_margin_is_applied_in_its_own_unit():
+    """P4.comprehension's ±0.02 is an accuracy margin in points (one binomial standard error):
+    it is applied to the change in points (LoRA +4.0 pp [−0.5, +8.5]), not to the relative
+    change (before: +7.1 % [+0.0, +16.2] against ±2 points)."""
+    row = ROWS["P4.comprehension"]
+    assert "LoRA +4.0 pp [-0.5 pp, +8.5 pp]" in row["measured"]
+    assert "[-0.005, +0.085] crosses ±0.02" in row["reason"] and row["verdict"] == INC

@@ -95,6 +95,10 @@ def _pct(x):
     return "n/a" if x is None else f"{x:+.1%}"
 
 
+def _pp(x):
+    return "n/a" if x is None else f"{100 * x:+.1f} pp"
+
+
 #: The paper's own models (data/claims.csv: "Pythia-160M/410M"), as the `paper` profile loads
 #: them: only these give a reproduction.
 PAPER_MODELS = ("EleutherAI/pythia-160m", "EleutherAI/pythia-410m")
@@ -360,20 +364,23 @@ def claim_comprehension(F, S) -> Claim:
             decs[m], texts[m] = Decision(NOT_RUN, "no pre-projection or LoRA variant"), m
             continue
         pre, lora = st["pre"]["vs_base"], st["lora"]["vs_base"]
+        # accuracy changes in points, the unit of MIN_ACC_GAIN (a record without them: the
+        # relative change times the base's accuracy)
+        pa, la = (v.get("acc_diff_ci") or [None if x is None else x * st["base"]["accuracy"]
+                                           for x in v["acc_ci"]] for v in (pre, lora))
         t = (f"{models.label(m)}: accuracy vs the frozen base, pre-projection "
-             f"{_pct(pre.get('acc_change'))} [{_pct(pre['acc_ci'][0])}, {_pct(pre['acc_ci'][1])}]"
-             f", LoRA {_pct(lora.get('acc_change'))} [{_pct(lora['acc_ci'][0])}, "
-             f"{_pct(lora['acc_ci'][1])}]; LoRA perplexity {_pct(lora['ppl_change'])} "
-             f"[{_pct(lora['ppl_ci'][0])}, {_pct(lora['ppl_ci'][1])}]")
-        if st["base"]["correct"] < MIN_CORRECT or None in (*pre["acc_ci"], *lora["acc_ci"]):
+             f"{_pp(pre.get('acc_diff'))} [{_pp(pa[0])}, {_pp(pa[1])}], LoRA "
+             f"{_pp(lora.get('acc_diff'))} [{_pp(la[0])}, {_pp(la[1])}]; LoRA perplexity "
+             f"{_pct(lora['ppl_change'])} [{_pct(lora['ppl_ci'][0])}, {_pct(lora['ppl_ci'][1])}]")
+        if st["base"]["correct"] < MIN_CORRECT or None in (*pa, *la):
             decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct ({FLOOR})")
             texts[m] = t + " (not counted: base too weak)"
             continue
         # "LoRA helps perplexity" is the positive control (both arms moved perplexity off the
         # base): the rule judges the two comprehension parts
         dec, parts[m] = by_parts({
-            "pre-projection helps comprehension": effect(*pre["acc_ci"], what="accuracy gain"),
-            "LoRA not comprehension": null(*lora["acc_ci"], margin=MIN_ACC_GAIN,
+            "pre-projection helps comprehension": effect(*pa, what="accuracy gain (points)"),
+            "LoRA not comprehension": null(*la, margin=MIN_ACC_GAIN,
                                            what=f"LoRA's accuracy change (margin "
                                            f"±{MIN_ACC_GAIN:g}: {ACC_MARGIN})")})
         decs[m] = needs_seeds(dec, _n_seeds(F, m))
