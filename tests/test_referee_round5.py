@@ -172,3 +172,11 @@ def test_the_comprehension_margin_is_applied_in_its_own_unit():
     row = ROWS["P4.comprehension"]
     assert "LoRA +4.0 pp [-0.5 pp, +8.5 pp]" in row["measured"]
     assert "[-0.005, +0.085] crosses ±0.02" in row["reason"] and row["verdict"] == INC
+
+
+def test_the_two_phase_control_line_names_each_control_it_compares_with():
+    """P3.two-phase-gated (cold read 11, 54 of 55): the control line says the author's control
+    ran 2,000 full-model steps, fewer than the gated run's 5,000 (before: "phase 1 + phase 2
+    steps", the book's pair's control only)."""
+    assert "2,000 full-model steps, fewer than the gated run's 5,000" in ROWS[
+        "P3.two-phase-gated"]["control"]

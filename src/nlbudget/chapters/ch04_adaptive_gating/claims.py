@@ -480,8 +480,8 @@ def claim_two_phase(F, S) -> Claim:
                            f"{v['phase2_hard_ppl']:.1f} vs control {v['control_ppl']:.1f}; mean "
                            "gate " + ", ".join(f"L{l} {g:.2f}" for l, g in v["mean_gate"].items())
                            for k, v in tp.items()),
-        control="equal-compute fine-tuning control: the unmodified model, phase 1 + phase 2 steps, "
-        "same batches",
+        control="the book's pair: the unmodified model, phase 1 + phase 2 steps, same batches; the "
+        "author's: 2,000 full-model steps, fewer than the gated run's 5,000 (less compute)",
         author_data="control_finetune_gpt2-medium.json: the control reaches 18.25 PPL at 2,000 "
         "steps, below the gated 19.00",
         needs="more seeds of the pair's two-phase run and its control (pair_seeds; "
