@@ -224,7 +224,7 @@ def claim_lambada(F, S) -> Claim:
         lo, hi = r["vs_lora"]["acc_diff_ci"]
         t = (f"{models.label(m)}: {b['accuracy']:.1%} ({b['correct']}/{F['n_items']}) → "
              f"{r['accuracy']:.1%}; LoRA {st['lora']['accuracy']:.1%}; modules − LoRA "
-             f"{100 * r['vs_lora']['acc_diff']:+.1f} pp")
+             + _pp(r['vs_lora']['acc_diff']))
         if b["correct"] < MIN_CORRECT:
             decs[m] = Decision(NOT_RUN, f"base < {MIN_CORRECT} correct ({FLOOR})")
             t += " (not counted: base too weak)"
