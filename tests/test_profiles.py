@@ -131,7 +131,7 @@ def test_full_cells_get_longer_than_an_hour(monkeypatch, tmp_path):
 
 
 def test_zero_is_valid_where_the_chapters_own_profiles_use_it():
-    """Chapter 07's documented sentinel rf_width=0 (the MLP's own width, its ci and full
+    """Chapter 07's documented sentinel rf_width=0 (the MLP's own width, its full
     default) is accepted as an override; a negative width, or 0 where no profile uses it, is
     not."""
     from nlbudget.book import profiles
