@@ -196,38 +196,81 @@ def test_the_floors_match_what_the_code_calls():
     assert Version(re.search(r">=([\d.]+)", PROJECT["requires-python"]).group(1)) >= Version("3.11.5")
 
 
-def _resolve_lowest(constraints, tmp_path) -> subprocess.CompletedProcess:
+def _resolve_lowest(constraints, d) -> dict:
     """pip's resolution (`--dry-run --report`: nothing installed) of what `tox -e lowest`
-    installs, the project with its book, paper and test extras, under `constraints`."""
-    return subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-         "--prefer-binary", "--report", str(tmp_path / "lowest.json"),
-         "--target", str(tmp_path / "t"), f"{ROOT}[book,paper,test]"],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path,
-        env={**os.environ, "PIP_CONSTRAINT": str(constraints),
-             "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    installs, the project with its book, paper and test extras, under `constraints`; its
+    report goes to `d`/report.json. Returns `subprocess.run`'s arguments (`resolved` runs
+    them)."""
+    return dict(args=[sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                      "--quiet", "--prefer-binary", "--report", str(d / "report.json"),
+                      "--target", str(d / "t"), f"{ROOT}[book,paper,test]"],
+                cwd=d, env={**os.environ, "PIP_CONSTRAINT": str(constraints),
+                            "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+
+def _resolve_for(platform_tag: str, d, skip=()) -> dict:
+    """Whether every package of the lock (but those in `skip`) has a binary wheel for another
+    platform (pip `--dry-run --report --no-deps`: nothing is installed; without --no-deps pip
+    would judge torch's Linux-only requirements by this machine's markers, not the target's).
+    Returns `subprocess.run`'s arguments (`resolved` runs them)."""
+    lines = [ln.split("#")[0].strip() for ln in
+             (ROOT / "constraints" / "lock.txt").read_text().splitlines()]
+    lines = [ln for ln in lines if _name(ln.split("==")[0]) not in skip]
+    (d / "req.txt").write_text("\n".join(ln for ln in lines if ln) + "\n")
+    return dict(args=[sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                      "--quiet", "--no-deps", "--report", str(d / "report.json"),
+                      "--only-binary=:all:", "--platform", platform_tag, "--python-version",
+                      "3.11.5", "--implementation", "cp", "--target", str(d / "t"), "-r",
+                      str(d / "req.txt")],
+                cwd=d, env={**os.environ, "PIP_CONSTRAINT": "",
+                            "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory):
+    """Every pip resolution this module's tests read, run side by side (each waits on the
+    registry more than on the CPU; one after another they took 93 s of the suite):
+    {name: (the finished process, its report as parsed JSON or None)}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    root = tmp_path_factory.mktemp("resolve")
+    clash = root / "clash.txt"  # one floor below what another floor needs: must fail
+    clash.write_text(re.sub(r"^safetensors==\S+$", "safetensors==0.4.0",
+                            (ROOT / "constraints" / "lowest.txt").read_text(), flags=re.M))
+    jobs = {"lowest": lambda d: _resolve_lowest(ROOT / "constraints" / "lowest.txt", d),
+            "clash": lambda d: _resolve_lowest(clash, d),
+            **{t: (lambda d, t=t: _resolve_for(t, d)) for t in (
+                "macosx_14_0_arm64", "win_amd64", "macosx_13_0_arm64", "macosx_13_0_x86_64")},
+            "intel-mac-without-torch": lambda d: _resolve_for("macosx_13_0_x86_64", d,
+                                                              skip={"torch"})}
+
+    def run(name):
+        d = root / name
+        d.mkdir()
+        r = subprocess.run(**jobs[name](d), capture_output=True, text=True, timeout=900)
+        report = d / "report.json"
+        return r, json.loads(report.read_text()) if report.is_file() else None
+
+    with ThreadPoolExecutor(4) as pool:
+        return dict(zip(jobs, pool.map(run, jobs)))
 
 
 @pytest.mark.assets
-def test_the_lowest_floors_install_together(tmp_path):
+def test_the_lowest_floors_install_together(resolved):
     """The floors of constraints/lowest.txt resolve together (the `lowest` job can install),
     and what pip picks is the floor of every declared dependency. The floors this replaced
     (safetensors 0.4 under accelerate 1.0's >= 0.4.3) fail here; the same check on a file with
     one such clash fails too, so the test can say no."""
-    r = _resolve_lowest(ROOT / "constraints" / "lowest.txt", tmp_path)
+    r, report = resolved["lowest"]
     assert r.returncode == 0, r.stderr[-3000:]
-    got = {_name(i["metadata"]["name"]): i["metadata"]["version"]
-           for i in json.loads((tmp_path / "lowest.json").read_text())["install"]}
+    got = {_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]}
     pinned = {_name(k): v for k, v in re.findall(
         r"^([\w.-]+)==(\S+)$", (ROOT / "constraints" / "lowest.txt").read_text(), re.M)}
     from packaging.version import Version
     for name in ("torch", "transformers", "tokenizers", "safetensors", "accelerate", "tqdm",
                  "datasets", "numpy", "scipy", "jupyter-book"):
         assert Version(got[name]) == Version(pinned[name]), (name, got[name], pinned[name])
-    clash = tmp_path / "clash.txt"
-    clash.write_text(re.sub(r"^safetensors==\S+$", "safetensors==0.4.0",
-                            (ROOT / "constraints" / "lowest.txt").read_text(), flags=re.M))
-    r = _resolve_lowest(clash, tmp_path)
+    r, _ = resolved["clash"]
     assert r.returncode != 0 and "safetensors" in r.stderr, r.stderr[-2000:]
 
 
@@ -242,55 +285,36 @@ def test_the_floors_have_what_the_tests_load():
     assert "gemma3" in "".join(p.read_text() for p in others).lower()
 
 
-def _resolve_for(platform_tag: str, tmp_path, skip=()) -> subprocess.CompletedProcess:
-    """Whether every package of the lock (but those in `skip`) has a binary wheel for another
-    platform (pip `--dry-run --report --no-deps`: nothing is installed; without --no-deps pip
-    would judge torch's Linux-only requirements by this machine's markers, not the target's)."""
-    lines = [ln.split("#")[0].strip() for ln in
-             (ROOT / "constraints" / "lock.txt").read_text().splitlines()]
-    lines = [ln for ln in lines if _name(ln.split("==")[0]) not in skip]
-    (tmp_path / "req.txt").write_text("\n".join(ln for ln in lines if ln) + "\n")
-    return subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-         "--no-deps", "--report", str(tmp_path / "report.json"), "--only-binary=:all:",
-         "--platform", platform_tag, "--python-version", "3.11.5", "--implementation", "cp",
-         "--target", str(tmp_path / "t"), "-r", str(tmp_path / "req.txt")],
-        capture_output=True, text=True, timeout=900,
-        env={**os.environ, "PIP_CONSTRAINT": "", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-
-
 @pytest.mark.assets
 @pytest.mark.parametrize("platform_tag", ["macosx_14_0_arm64", "win_amd64"])
-def test_the_lock_installs_on_the_platforms_the_readme_names(platform_tag, tmp_path):
+def test_the_lock_installs_on_the_platforms_the_readme_names(platform_tag, resolved):
     """The README says the lock has wheels for macOS arm64 ≥ 14 and Windows: pip resolves it
     for them (binary wheels only, from the registry)."""
-    r = _resolve_for(platform_tag, tmp_path)
+    r, report = resolved[platform_tag]
     assert r.returncode == 0, r.stderr[-3000:]
-    got = {_name(i["metadata"]["name"]): i["metadata"]["version"]
-           for i in json.loads((tmp_path / "report.json").read_text())["install"]}
+    got = {_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]}
     assert got["torch"] == _lock()["torch"]
 
 
 @pytest.mark.assets
-def test_the_lock_has_no_torch_for_macos_13(tmp_path):
+def test_the_lock_has_no_torch_for_macos_13(resolved):
     """…and that it has none for macOS 13 or Intel Macs, where the README's path is conda-forge's
     torch with the constraints unpinned."""
     for tag in ("macosx_13_0_arm64", "macosx_13_0_x86_64"):
-        r = _resolve_for(tag, tmp_path)
+        r, _ = resolved[tag]
         assert r.returncode != 0 and "torch" in r.stderr, (tag, r.stderr[-2000:])
     readme = (ROOT / "README.md").read_text()
     assert "NLBUDGET_CONSTRAINTS=/dev/null" in readme and "conda-forge" in readme
 
 
 @pytest.mark.assets
-def test_the_intel_mac_path_installs_everything_but_torch(tmp_path):
+def test_the_intel_mac_path_installs_everything_but_torch(resolved):
     """The README's path for macOS 13 and Intel Macs — torch from conda-forge, the rest with
     pip — holds for pip's part: every other locked package has a wheel (or is pure Python)
     for macOS 13 on x86_64."""
-    r = _resolve_for("macosx_13_0_x86_64", tmp_path, skip={"torch"})
+    r, report = resolved["intel-mac-without-torch"]
     assert r.returncode == 0, r.stderr[-3000:]
-    got = {_name(i["metadata"]["name"]) for i in
-           json.loads((tmp_path / "report.json").read_text())["install"]}
+    got = {_name(i["metadata"]["name"]) for i in report["install"]}
     assert "torch" not in got and {"transformers", "papermill", "scipy"} <= got
 
 
