@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from nlbudget.assets import downloads as assets, models
+from nlbudget.assets import downloads as assets, gguf_header, models
 
 
 def test_tiny_configs_differ_only_where_intended():
@@ -139,9 +139,10 @@ def _gguf(path, kvs):
 
 
 def test_the_architecture_is_read_from_the_header_alone(tmp_path):
-    """`gguf_architecture` reads the keys in order up to general.architecture, skipping the
-    values before it (a string array, scalars), as `gguf.GGUFReader` — which parses every key
-    — reads the same file; a file without the key gives "?", one that is no GGUF is refused."""
+    """`gguf_header.architecture` reads the keys in order up to general.architecture, skipping
+    the values before it (a string array, scalars), as `gguf.GGUFReader` — which parses every
+    key — reads the same file; a file without the key gives "?", one that is no GGUF is
+    refused."""
     import struct
 
     from gguf import GGUFReader
@@ -156,12 +157,12 @@ def test_the_architecture_is_read_from_the_header_alone(tmp_path):
         ("flags", 9, struct.pack("<IQ", 7, 3) + b"\x01\x00\x01"),
         ("general.architecture", 8, s(b"qwen2")), ("after", 4, struct.pack("<I", 1))])
     field = GGUFReader(str(f)).fields["general.architecture"]
-    assert models.gguf_architecture(f) == bytes(field.parts[field.data[0]]).decode() == "qwen2"
-    assert models.gguf_architecture(_gguf(tmp_path / "none.gguf", [
+    assert gguf_header.architecture(f) == bytes(field.parts[field.data[0]]).decode() == "qwen2"
+    assert gguf_header.architecture(_gguf(tmp_path / "none.gguf", [
         ("n", 4, struct.pack("<I", 7))])) == "?"
     (tmp_path / "not.gguf").write_bytes(b"PK\x03\x04")
     with pytest.raises(ValueError, match="not a GGUF file"):
-        models.gguf_architecture(tmp_path / "not.gguf")
+        gguf_header.architecture(tmp_path / "not.gguf")
 
 
 def test_derived_files_are_keyed_by_the_gguf_and_the_reader(tmp_path, monkeypatch):

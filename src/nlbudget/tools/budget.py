@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.std import tqdm
 
 from nlbudget import capture, gating, paths, surrogates
-from nlbudget.assets import corpora, memo, models
+from nlbudget.assets import corpora, gguf_header, memo, models
 from nlbudget.chapters.ch03_linear_surrogates import study as ch03
 from nlbudget.chapters.ch07_budget_atlas import page as ch07_page
 from nlbudget.chapters.ch07_budget_atlas import study as ch07
@@ -78,7 +78,7 @@ def model_type(model: str) -> str:
     elif model.endswith(".gguf"):
         if not Path(model).is_file():
             raise ParameterError(f"no GGUF file at {model}")
-        arch = models.gguf_architecture(model)
+        arch = gguf_header.architecture(model)
         kind = GGUF_TYPES.get(arch, arch)
     elif Path(model).is_dir():
         cfg = Path(model) / "config.json"
