@@ -42,6 +42,7 @@ def _warm_the_shared_cache() -> None:
         corpora.fetch(name)
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(session, config, items):
     """Where any collected test reads the smoke build (the `smoke` fixture), start that build
     now, in a child process beside the tests (the suite's longest step, minutes of kernels),

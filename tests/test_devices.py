@@ -48,6 +48,18 @@ def test_validate_resolves_the_device_for_every_chapter():
             profiles.validate(key, profile="smoke", device="tpu")
 
 
+def test_committed_results_stay_fresh_on_a_machine_with_cuda(monkeypatch):
+    """The device is no input of a result: on a machine with a GPU (faked), `auto` resolves to
+    `cuda`, and every committed `full` result used to read stale there (#66)."""
+    from nlbudget.book import ledger
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert profiles.validate("01", profile="full")["device"] == "cuda"  # the fake holds
+    assert {k: ledger.staleness(k, "full") for k in profiles.CHAPTERS} == {
+        k: "" for k in profiles.CHAPTERS}
+
+
 class Probe(nn.Module):
     """Reports where its inputs arrived, as text (which no move touches)."""
 

@@ -321,6 +321,33 @@ def test_bad_run_fails_at_once_and_writes_nothing(tmp_path, capsys, args, messag
     assert not (tmp_path / "r").exists() and not (tmp_path / "b").exists()
 
 
+def test_overrides_at_full_never_write_the_committed_results(tmp_path, capsys, monkeypatch):
+    """`nlbudget run NN --profile full -p …` used to run through papermill into the committed
+    folder, leaving the record of the run before beside a result it did not describe: the
+    ledger showed the overridden run as a fresh committed `full` result. (The committed folder
+    here is a copy, so that a regression spoils no checkout.)"""
+    import shutil
+
+    from nlbudget import cli
+
+    stem = profiles.chapter("01").stem
+    (tmp_path / "committed" / "full").mkdir(parents=True)
+    committed = tmp_path / "committed" / "full" / f"{stem}.json"
+    shutil.copy(paths.results_dir() / "full" / f"{stem}.json", committed)
+    monkeypatch.setenv("NLBUDGET_RESULTS", str(tmp_path / "committed"))
+    before = committed.read_bytes()
+    rc = cli.main(["run", "01", "--profile", "full", "-p", "rank=3",
+                   "--build-dir", str(tmp_path / "b")])
+    assert rc == 2 and "would overwrite the committed results" in capsys.readouterr().err
+    assert committed.read_bytes() == before and not (tmp_path / "b").exists()
+    with pytest.raises(profiles.ParameterError, match="another folder"):  # the API alike
+        runner.run("01", profile="full", parameters={"rank": 3}, build_dir=tmp_path / "b")
+    # elsewhere, or without overrides (through the plan, which records its inputs), it may
+    runner.refuse_overrides_in_the_committed_folder("full", {"rank": 3}, tmp_path / "r")
+    runner.refuse_overrides_in_the_committed_folder("full", {}, None)
+    runner.refuse_overrides_in_the_committed_folder("ci", {"rank": 3}, None)
+
+
 def test_cli_entry_point(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nlbudget.cli", "run", "01", "--profile", "nope",
                         "--results-dir", str(tmp_path)], capture_output=True, text=True)

@@ -338,7 +338,11 @@ def inputs(key: str, profile: str, seed: int, results_dir=None) -> dict:
         # re-transcribing them re-judges every chapter (`claims_digest`) and reruns no
         # measurement
         "reference": reference_digest() if reads_reference(key) else None,
-        "settings": profiles.validate(key, profile=profile, seed=seed),
+        # the device is no input: `auto` would resolve to `cuda` on a machine with a GPU and
+        # make every committed result read stale there. "cpu" stands for any device (the
+        # value the records made before this rule hold); the results file names the device
+        # the run used
+        "settings": profiles.validate(key, profile=profile, seed=seed, device="cpu"),
         "versions": versions(),
         "reads": {profiles.chapter(d).stem: file_sha(results.results_path(
             profiles.chapter(d).stem, profile, results_dir)) for d in reads(key)},

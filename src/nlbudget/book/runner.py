@@ -26,6 +26,21 @@ from nlbudget.book import exercises, plan, preflight, profiles
 from nlbudget.book.plan import Plan, Step, say
 
 
+def refuse_overrides_in_the_committed_folder(profile: str, parameters: dict | None,
+                                             results_dir) -> None:
+    """A run with overridden settings at a committed profile (`full`) may not write the
+    committed results folder: the file would read as the committed `full` result, its record
+    left from the run before. Such a run names another folder (`--results-dir`)."""
+    if not parameters or profile not in plan.COMMITTED:
+        return
+    if Path(results_dir or paths.results_dir()).resolve() == paths.results_dir().resolve():
+        raise profiles.ParameterError(
+            f"overrides ({', '.join(sorted(parameters))}) at the committed profile {profile!r} "
+            f"would overwrite the committed results in {paths.results_dir()}: give the run "
+            f"another folder (--results-dir), or change the profile's settings and rerun it "
+            f"without overrides")
+
+
 def check_parameters(key: str, parameters: dict) -> dict:
     """Validate the run parameters and overrides through `profiles.validate` (the same check
     the notebook's `profiles.from_notebook` makes): an unknown name fails, naming the valid
@@ -52,6 +67,7 @@ def run(key: str, profile: str = "ci", seed: int | str = 0, parameters: dict | N
         seed = profiles.parse_seed(seed)
     params = {"profile": profile, "seed": seed, **(parameters or {})}
     check_parameters(key, params)  # fails before anything runs or is written
+    refuse_overrides_in_the_committed_folder(profile, parameters, results_dir)
     preflight.run_folders(profile, results_dir, build_dir)  # and so does a read-only folder
     params["results_dir"] = str(Path(results_dir or paths.results_dir()).resolve())
     ch = profiles.chapter(key)
