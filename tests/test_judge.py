@@ -138,6 +138,33 @@ def test_a_committed_result_is_rejudged_from_its_stored_figures(tmp_path, monkey
     assert rec["verdicts"]["file"] == plan.file_sha(d / f"{stem}.verdicts.json")
 
 
+def test_a_build_never_rewrites_the_committed_verdicts(tmp_path, monkeypatch):
+    """A build (here at smoke, nothing run, nothing rendered) with chapter 01's claims code
+    changed since its committed `full` verdicts were judged: it used to re-judge them, writing
+    the tracked `data/results/full/` files; now it names them, the ledger marks their rows, and
+    only `nlbudget judge` writes (#66). On a copy of the committed folder."""
+    shutil.copytree(ledger.committed_dir("full"), tmp_path / "full")
+    monkeypatch.setattr(ledger, "committed_dir", lambda profile: tmp_path / profile)
+    before = {f.name: f.read_bytes() for f in (tmp_path / "full").iterdir()}
+    monkeypatch.setattr(build, "stage", lambda p, edition: (tmp_path / "site", []))
+    monkeypatch.setattr(build, "render", lambda *a, **kw: tmp_path / "index.html")
+    lines, real = [], plan.claims_digest
+    with monkeypatch.context() as m:  # its claims code changed (faked: no file is edited while
+        # the smoke build runs beside the tests)
+        m.setattr(plan, "claims_digest", lambda key: "edited" if key == "01" else real(key))
+        assert ledger.verdicts_staleness("01", "full") == "changed: claims"
+        build.build("smoke", run=False, build_dir=tmp_path / "b", results_dir=tmp_path / "r",
+                    log=lines.append)
+        assert {f.name: f.read_bytes() for f in (tmp_path / "full").iterdir()} == before
+        said = [line for line in lines if "committed full verdicts" in line]
+        assert len(said) == 1 and "chapter(s) 01 " in said[0], lines
+        chapter = {r["id"]: r["chapter"] for r in results.claims_registry()}
+        marked = {chapter[i] for i, r in ledger.committed_rows("full").items()
+                  if "nlbudget judge --profile full" in r["stale"]}
+        assert marked == {"01"}
+    assert ledger.verdicts_staleness("01", "full") == "fresh"
+
+
 def test_verdicts_freshness_names_what_changed(tmp_path):
     st = plan.chapter_step("01", "smoke", tmp_path / "r", tmp_path / "b")
     assert plan.verdicts_freshness({}, st) == "its verdicts file is missing or changed"

@@ -29,6 +29,7 @@ from nlbudget.book.ledger import (  # noqa: F401
     ledger_text,
     part_titles,
     staleness,
+    verdicts_staleness,
     with_committed,
 )
 from nlbudget.book.ledger_export import ledger_export  # noqa: F401
@@ -269,8 +270,12 @@ def build(profile: str = "ci", run: bool = True, build_dir: Path | None = None,
     `index.html`."""
     _check_edition(edition)  # before any chapter runs
     p = plan.make(profile, seed, results_dir, build_dir, force)
-    for prof in COMMITTED:
-        judge_committed(prof, log=log)
+    for prof in COMMITTED:  # named, never rewritten: the committed folder is `nlbudget judge`'s
+        old = [k for k in profiles.CHAPTERS if verdicts_staleness(k, prof) not in (None, "fresh")]
+        if old:
+            log(f"[nlbudget] the committed {prof} verdicts of chapter(s) {', '.join(old)} were "
+                f"judged by other claims code than today's: the ledger marks them stale; "
+                f"`nlbudget judge --profile {prof}` re-judges them")
     took = runner.run_plan(p, log) if run else {}
     site, changed = stage(p, edition)
     return render(p, site, changed, took, log, record=edition == "solutions")

@@ -71,20 +71,28 @@ def committed_step(key: str, profile: str) -> plan.Step:
     return plan.chapter_step(key, profile, committed_dir(profile).parent)
 
 
+def verdicts_staleness(key: str, profile: str) -> str | None:
+    """'fresh' when chapter `key`'s committed verdicts at `profile` were judged by its claims
+    code as it is now, else why not (`plan.verdicts_freshness`); None where it has no
+    committed result."""
+    st = committed_step(key, profile)
+    if not st.outputs["results file"].is_file():
+        return None
+    return plan.verdicts_freshness(plan.read_record(st, plan.committed_record(st)), st)
+
+
 def judge_committed(profile: str, keys=None, log=plan.say) -> dict[str, dict]:
     """Re-judge the committed results at `profile` whose claims code changed since they were
     judged (all of `keys` when given), from their stored figures: their verdicts files and
-    records change, their figures files do not. Returns {stem: `results.judge`'s answer}."""
+    records change, their figures files do not. Returns {stem: `results.judge`'s answer}.
+    Only `nlbudget judge` calls it: a book build never writes the committed folder."""
     out = {}
     for key in keys or profiles.CHAPTERS:
+        why = verdicts_staleness(key, profile)
+        if why is None or (keys is None and why == "fresh"):
+            continue
         st = committed_step(key, profile)
-        if not st.outputs["results file"].is_file():
-            continue
-        record = plan.committed_record(st)
-        why = plan.verdicts_freshness(plan.read_record(st, record), st)
-        if keys is None and why == "fresh":
-            continue
-        out[st.stem] = plan.judge(st, record)
+        out[st.stem] = plan.judge(st, plan.committed_record(st))
         log(f"[nlbudget] {st.stem} ({profile}, committed): re-judged from its stored figures "
             f"({why}): {len(out[st.stem]['changed'])} of {out[st.stem]['claims']} verdict rows "
             "changed")
@@ -104,6 +112,10 @@ def committed_rows(profile: str) -> dict[str, dict]:
         made = (f"{str(doc.get('created', ''))[:10]}, commit {str(git.get('commit', '?'))[:7]}"
                 + (" with local changes" if git.get("dirty") else ""))
         stale = staleness(key, profile)
+        judged = verdicts_staleness(key, profile)
+        if judged != "fresh":  # judged by other claims code: the page says so, and how to fix
+            stale = ", ".join(filter(None, (stale, f"its verdicts ({judged}: `nlbudget judge "
+                                                   f"--profile {profile}` re-judges them)")))
         for c in doc.get("claims", []):
             out[c["id"]] = {**c, "made": made, "stale": stale}
     return out
