@@ -87,6 +87,13 @@ def _share_the_cores(share: bool) -> None:
 
 
 
+def pytest_runtest_setup(item):
+    """The smoke build done before the tests beside it: they go back to every core."""
+    build = item.config.stash.get(_BUILD, None)
+    if build is not None and build[0].poll() is not None:
+        _share_the_cores(False)
+
+
 def pytest_unconfigure(config):
     """A smoke build still running when the session ends (interrupted, or no reader ran) is
     stopped with its kernels; its folder goes."""

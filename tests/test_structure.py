@@ -197,8 +197,8 @@ def test_every_chapter_is_a_package_of_study_page_and_claims():
 
 def test_modules_live_in_folders_by_role():
     roles = {"verdicts": {"claims", "decisions", "controls", "readings", "stats", "results"},
-             "assets": {"downloads", "corpora", "models", "gguf_header", "memo", "devices",
-                        "machine", "reference"},
+             "assets": {"downloads", "corpora", "models", "gguf_header", "memo", "code_key",
+                        "devices", "machine", "reference"},
              "book": {"profiles", "plan", "runner", "build", "exercises", "launch", "pages",
                       "standins", "ledger", "ledger_export", "inputs", "preflight"},
              "teaching": {"checks", "machinery", "slides", "grading",

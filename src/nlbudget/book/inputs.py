@@ -6,15 +6,15 @@ versions and the results of the chapters it reads. `plan` decides freshness from
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import platform
-import re
 import subprocess
 import tokenize
 from pathlib import Path
 
 from nlbudget import paths
+from nlbudget.assets.code_key import (_FROM, _IMPORT, closure, code,  # noqa: F401
+                                      import_statements, package_imports)
 from nlbudget.assets.downloads import sha256
 from nlbudget.book import exercises, launch, profiles
 from nlbudget.verdicts import results
@@ -40,51 +40,6 @@ def file_sha(path: Path) -> str | None:
     return sha256(path) if path.is_file() else None
 
 
-def package_imports(source: str, pkg: Path) -> set[Path]:
-    """The package's module files that `source` imports (at the top or inside a function)."""
-    out: set[Path] = set()
-
-    def add(name: str) -> bool:
-        first, _, rest = name.partition(".")
-        if first != "nlbudget":
-            return False
-        rel = Path(*rest.split(".")) if rest else None
-        for f in ((pkg / rel.with_suffix(".py"), pkg / rel / "__init__.py") if rel
-                  else (pkg / "__init__.py",)):
-            if f.is_file():
-                out.add(f)
-                return True
-        return False
-
-    for module, names in import_statements(source):
-        if names is None:
-            add(module)
-        for name in names or ():
-            add(f"{module}.{name}") or add(module)
-    return out
-
-
-_FROM = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n]*)", re.M)
-
-
-def import_statements(source: str) -> list[tuple[str, list[str] | None]]:
-    """(module, imported names) of every `from m import a, b` — names None for `import m` — read
-    from the lines of `source` (not with `ast`: CPython 3.11's parser can raise SystemError on a
-    long-running interpreter's deep stack; a test holds the two readings equal on every module
-    and notebook)."""
-    out: list[tuple[str, list[str] | None]] = []
-    for m in _FROM.finditer(source):
-        body = re.sub(r"#[^\n]*", "", m.group(2)).strip("()\\ \t\n")
-        out.append((m.group(1), [n.split()[0] for n in body.replace("\\\n", " ").split(",")
-                                 if n.strip()]))
-    for m in _IMPORT.finditer(source):
-        for name in re.sub(r"#.*", "", m.group(1)).split(","):
-            if name.strip():
-                out.append((name.split()[0], None))
-    return out
-
-
 #: What a chapter's *page* reads besides its own `page.py`: tables, figures, the rules' source.
 #: Its measured figures never depend on them (a reworded table reruns the page, and leaves a
 #: committed result fresh).
@@ -104,18 +59,9 @@ def chapter_folder(key: str) -> Path:
 
 
 def _closure(roots: list[Path], stop: set[Path]) -> set[Path]:
-    """`roots` and every module of the package they import in turn, with the packages'
-    `__init__` files on the way, not entering the modules in `stop`."""
+    """`code_key.closure` of `roots`, without the modules that are no chapter's input."""
     pkg = _package()
-    todo, seen = list(roots), {pkg / "__init__.py"}
-    while todo:
-        f = todo.pop()
-        if f in seen or (f in stop and f not in roots):
-            continue
-        seen.add(f)
-        todo.extend(package_imports(f.read_text(encoding="utf-8"), pkg))
-        todo.extend(p / "__init__.py" for p in f.parents if pkg in p.parents)
-    return {f for f in seen if f.relative_to(pkg).as_posix() not in
+    return {f for f in closure(roots, stop) if f.relative_to(pkg).as_posix() not in
             (*NOT_CHAPTER_INPUTS, *CAPTURED_ELSEWHERE)
             and not f.relative_to(pkg).as_posix().startswith("teaching/")}
 
@@ -159,32 +105,6 @@ def library_files(key: str, notebook: Path | None = None, part: str = "study") -
     chosen = {"study": study,
               "page": _closure(page_roots, set(claims_roots) | others) - study - claims}[part]
     return sorted(chosen)
-
-
-def code(source: str) -> str:
-    """What of a module's source a chapter's run depends on: its tokens, without comments,
-    blank lines and the `SETTINGS` table at the top level (a chapter's settings enter its
-    inputs per profile, `inputs()["settings"]`, so resizing the `ci` budget leaves committed
-    `full` results fresh, and rewording a comment reruns nothing)."""
-    out: list[str] = []
-    depth, skipping = 0, False
-    toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    for i, t in enumerate(toks):
-        if t.type in (tokenize.COMMENT, tokenize.NL):
-            continue
-        if (t.type == tokenize.NAME and t.string == "SETTINGS" and t.start[1] == 0
-                and i + 1 < len(toks) and toks[i + 1].string == "="):
-            skipping = True
-        if skipping:
-            if t.type == tokenize.OP and t.string in "([{":
-                depth += 1
-            elif t.type == tokenize.OP and t.string in ")]}":
-                depth -= 1
-            elif t.type == tokenize.NEWLINE and depth == 0:
-                skipping = False
-            continue
-        out.append(f"{t.type}:{t.string}")
-    return "\n".join(out)
 
 
 def library_digest(key: str, notebook: Path | None = None, part: str = "study") -> str:

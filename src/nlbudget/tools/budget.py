@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.std import tqdm
 
 from nlbudget import capture, gating, paths, surrogates
-from nlbudget.assets import corpora, gguf_header, memo, models
+from nlbudget.assets import code_key, corpora, gguf_header, models
 from nlbudget.chapters.ch03_linear_surrogates import study as ch03
 from nlbudget.chapters.ch07_budget_atlas import page as ch07_page
 from nlbudget.chapters.ch07_budget_atlas import study as ch07
@@ -135,13 +135,15 @@ def check_out(out: Path) -> None:
 
 class Stages:
     """Each stage's result kept in `out/.stages/<stage>-<digest>.pt`: the digest covers the
-    model's weights, the windows, the settings and the code (`memo.key`), so a resumed run
-    reads what it computed before and a changed input computes it again."""
+    model's weights, the windows, the settings, and the code of this tool and of every module
+    of the package it imports in turn but the page it prints with, with the package versions
+    (`code_key.key`), so a resumed run reads what it computed before and a changed input, or
+    an edit to any module the method runs, computes it again."""
 
     def __init__(self, out: Path, *parts):
-        code = [Path(m.__file__).read_bytes() for m in (ch07, ch03, gating)] + [
-            Path(__file__).read_bytes()]  # the method's code, beside memo's own (`memo.CODE`)
-        self.dir, self.key = out / ".stages", memo.key("budget-tool", *parts, *code)
+        self.dir = out / ".stages"
+        self.key = code_key.key(code_key.closure([Path(__file__)], {Path(ch07_page.__file__)}),
+                                "budget-tool", *parts)
 
     def get(self, stage: str, compute):
         f = self.dir / f"{stage}-{self.key[:16]}.pt"
