@@ -77,14 +77,14 @@ def _share_the_cores(share: bool) -> None:
                       env={k: os.environ.get(k) for k in _ONE_THREAD})
         os.environ.update(_ONE_THREAD)
         torch.set_num_threads(1)
-    elif _SAVED:
-        torch.set_num_threads(_SAVED["threads"])
-        for k, v in _SAVED.pop("env").items():
+    elif _SAVED:  # once: what was saved goes with it
+        threads, env = _SAVED.pop("threads"), _SAVED.pop("env")
+        torch.set_num_threads(threads)
+        for k, v in env.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
 
 
 def pytest_runtest_setup(item):
