@@ -88,6 +88,23 @@ def test_second_build_runs_nothing(checkout, stub_runs):
     assert all("fresh, skipped" in ln for ln in lines)
 
 
+def test_a_changed_library_names_its_files(checkout, stub_runs, monkeypatch):
+    """"changed: library" says which module's code changed (#66: it never did)."""
+    from nlbudget.assets import code_key
+
+    _run(stub_runs)
+    real = code_key.source
+    monkeypatch.setattr(code_key, "source", lambda p: real(p) + (
+        "\nEDITED = 1\n" if p.name == "surrogates.py" else "# a comment\n"))
+    assert plan.status("03", "smoke", 0, stub_runs[2], stub_runs[3]) == \
+        "changed: library (surrogates.py)"
+    assert plan.status("05", "smoke", 0, stub_runs[2], stub_runs[3]) == "fresh"
+    rec = plan.record("03", "smoke", stub_runs[2], stub_runs[3])
+    del rec["library_files"]  # a record written before per-file digests
+    assert "predates per-file digests" in plan.named(
+        plan.chapter_step("03", "smoke", stub_runs[2], stub_runs[3]), ["library"], rec)[0]
+
+
 def test_editing_a_notebook_reruns_it_and_its_dependants_only(checkout, stub_runs):
     _run(stub_runs)
     nb = checkout / "notebooks" / f"{profiles.chapter('03').stem}.ipynb"

@@ -13,6 +13,7 @@ import tokenize
 from pathlib import Path
 
 from nlbudget import paths
+from nlbudget.assets import code_key
 from nlbudget.assets.code_key import (_FROM, _IMPORT, closure, code,  # noqa: F401
                                       import_statements, package_imports)
 from nlbudget.assets.downloads import sha256
@@ -114,8 +115,25 @@ def library_digest(key: str, notebook: Path | None = None, part: str = "study") 
     h = hashlib.sha256()
     for f in library_files(key, notebook, part):
         h.update(f.relative_to(pkg).as_posix().encode() + b"\0"
-                 + code(f.read_text(encoding="utf-8")).encode() + b"\0")
+                 + code(code_key.source(f)).encode() + b"\0")
     return h.hexdigest()
+
+
+def library_file_digests(key: str, part: str = "study") -> dict[str, str]:
+    """{module's path in the package: the SHA-256 of its `code`} of one part of chapter `key`
+    (`library_files`): a record keeps them, so that "changed: library" can name the files."""
+    pkg = _package()
+    return {f.relative_to(pkg).as_posix(): _sha(code(code_key.source(f)).encode())
+            for f in library_files(key, part=part)}
+
+
+def changed_files(before: dict | None, now: dict) -> str:
+    """Which modules differ between two `library_file_digests`, as text."""
+    if before is None:
+        return "which files: the record predates per-file digests"
+    names = sorted(f for f in before.keys() | now.keys() if before.get(f) != now.get(f))
+    return ", ".join(n + ("" if n in now else " (gone)") + ("" if n in before else " (new)")
+                     for n in names) or "which files: none differs"
 
 
 def claims_rows(key: str) -> bytes:

@@ -63,7 +63,7 @@ def staleness(key: str, profile: str) -> str:
     seed = rec.get("inputs", {}).get("settings", {}).get("seed", 0)
     now = plan.inputs(key, profile, seed, committed_dir(profile).parent)
     changed = [k for k in now if k not in plan.PAGE_ONLY and now[k] != rec.get("inputs", {}).get(k)]
-    return ", ".join(changed)
+    return ", ".join(plan.named(committed_step(key, profile), changed, rec))
 
 
 def committed_step(key: str, profile: str) -> plan.Step:

@@ -34,6 +34,7 @@ from nlbudget.book.inputs import (_FROM, _IMPORT,  # noqa: F401  -- the plan's i
                                   _notebook_imports,
                                   _package, _sha,
                                   chapter_folder,
+                                  changed_files,
                                   claims_digest,
                                   claims_rows,
                                   code,
@@ -45,6 +46,7 @@ from nlbudget.book.inputs import (_FROM, _IMPORT,  # noqa: F401  -- the plan's i
                                   import_statements,
                                   inputs,
                                   library_digest,
+                                  library_file_digests,
                                   library_files,
                                   notebook_code,
                                   notebook_prose,
@@ -150,7 +152,16 @@ def freshness(step: Step, now: dict) -> str:
     if digest(now) == rec["digest"]:
         return "fresh"
     changed = [k for k in now if now[k] != rec.get("inputs", {}).get(k)]
-    return "changed: " + ", ".join(changed or ["inputs"])
+    return "changed: " + ", ".join(named(step, changed, rec) or ["inputs"])
+
+
+def named(step: Step, changed: list[str], rec: dict) -> list[str]:
+    """The changed inputs, "library" with the modules whose code changed (a chapter's record
+    keeps each module's digest)."""
+    if "library" not in changed or step.kind != "chapter":
+        return changed
+    files = changed_files(rec.get("library_files"), library_file_digests(step.key))
+    return [f"library ({files})" if k == "library" else k for k in changed]
 
 
 def void(step: Step) -> None:
@@ -177,6 +188,7 @@ def done(step: Step, inputs_: dict, elapsed: float) -> None:
            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     if step.kind == "chapter":
         rec["verdicts"] = verdicts_record(step)
+        rec["library_files"] = library_file_digests(step.key)
     _write_record(step, rec)
 
 
