@@ -95,7 +95,7 @@ def test_a_changed_study_reruns_the_chapter(copied):
     res, bld = copied
     with _Edited("01", "study", "THREADS = 1", "THREADS = 1\n_EDITED = True"):
         st = _step(plan.make("smoke", 0, res, bld), "01")
-        assert st.why == "changed: library"
+        assert st.why == "changed: library (chapters/ch01_gated_mlp_symmetry/study.py)"
     with _Edited("01", "page", "def glue(", "def _edited():\n    return 1\n\n\ndef glue("):
         st = _step(plan.make("smoke", 0, res, bld), "01")
         assert st.why == "changed: page"  # a page reruns at smoke; a committed result stays
