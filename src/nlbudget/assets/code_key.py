@@ -82,7 +82,8 @@ def package_imports(src: str, pkg: Path) -> set[Path]:
 def closure(roots, stop=()) -> set[Path]:
     """`roots` and every module of the package they import in turn, with the packages'
     `__init__` files on the way, not entering the modules in `stop` (unless a root)."""
-    pkg, roots, stop = package_dir(), [Path(r).resolve() for r in roots], set(stop)
+    pkg, roots = package_dir(), [Path(r).resolve() for r in roots]
+    stop = {Path(s).resolve() for s in stop}
     todo, seen = list(roots), {pkg / "__init__.py"}
     while todo:
         f = todo.pop()

@@ -111,12 +111,7 @@ def library_files(key: str, notebook: Path | None = None, part: str = "study") -
 def library_digest(key: str, notebook: Path | None = None, part: str = "study") -> str:
     """The package's code (`code`) of one part of chapter `key` (`library_files`): editing a
     module no chapter step imports, a comment, or another profile's settings reruns nothing."""
-    pkg = _package()
-    h = hashlib.sha256()
-    for f in library_files(key, notebook, part):
-        h.update(f.relative_to(pkg).as_posix().encode() + b"\0"
-                 + code(code_key.source(f)).encode() + b"\0")
-    return h.hexdigest()
+    return code_key.files_digest(library_files(key, notebook, part))
 
 
 def library_file_digests(key: str, part: str = "study") -> dict[str, str]:
